@@ -1,0 +1,188 @@
+# cabrank - the one non-recursive GNU Makefile (STYLE.md, "Build").
+#
+#   make            libcabrank (static + shared) and the programs, into build/
+#   make run        build and serve on 127.0.0.1:8080
+#   make test       format check, unit tests (plain, ASan+UBSan, TSan), integration
+#   make asan|tsan  sanitizer builds, into build/asan/ and build/tsan/
+#   make install PREFIX=/usr/local DESTDIR=
+#
+# Sources are found by wildcard: a new src/*.c joins the library, a new
+# tests/unit/test_<comp>.c (exporting <comp>_suite) joins the unit runner, a new
+# tests/integration/<name>.c becomes an integration program, examples/<name>.c a
+# program. Objects go to build/<variant>/.
+
+VERSION   := 0.1.0
+SOVERSION := 0
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+BINDIR    ?= $(PREFIX)/bin
+LIBDIR    ?= $(PREFIX)/lib
+INCDIR    ?= $(PREFIX)/include
+PKGDIR    ?= $(LIBDIR)/pkgconfig
+CC        ?= cc
+CLANG     ?= clang
+RUN_ADDR  ?= 127.0.0.1:8080
+FUZZ_SECONDS ?= 60
+
+.DEFAULT_GOAL := all
+SHELL := /bin/bash
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+        -Wvla -fno-common -Werror
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc $(WARN) -MMD -MP
+# Library dependencies resolved when a recipe runs (after `deps` has installed them).
+DEP_CFLAGS = $(shell pkg-config --cflags liburing 2>/dev/null)
+DEP_LIBS   = $(shell pkg-config --libs liburing 2>/dev/null) -lpthread -lm
+CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
+
+CFLAGS_release := -O2 -g -fPIC
+CFLAGS_asan    := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+                  -fno-omit-frame-pointer -DCR_DEBUG=1
+CFLAGS_tsan    := -O1 -g -fsanitize=thread -DCR_DEBUG=1
+LDFLAGS_asan   := -fsanitize=address,undefined
+LDFLAGS_tsan   := -fsanitize=thread
+
+# Where each variant puts its objects (OBJ) and its products (OUT).
+OBJ_release := build/release
+OUT_release := build
+OBJ_asan    := build/asan
+OUT_asan    := build/asan
+OBJ_tsan    := build/tsan
+OUT_tsan    := build/tsan
+VARIANTS    := release asan tsan
+
+LIB_SRCS     := $(sort $(wildcard src/*.c src/os/*.c))
+UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))
+SUPPORT_SRCS := $(sort $(wildcard tests/support/*.c))
+INTEG_SRCS   := $(sort $(wildcard tests/integration/*.c))
+EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
+HEADERS      := $(sort $(wildcard include/cabrank/*.h))
+FUZZ_SRCS    := $(sort $(wildcard fuzz/*.c))
+FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] tests/*/*.[ch] \
+                  examples/*.c apps/*/*.[ch] bench/*.[ch] bench/*/*.[ch] fuzz/*.c))
+
+# ---------------------------------------------------------------- dependencies
+# pkg-config module:Debian package, and command:Debian package.
+PKG_DEPS := check:check liburing:liburing-dev
+CMD_DEPS := pkg-config:pkg-config clang-format:clang-format
+TEST_CMD_DEPS := curl:curl
+
+.PHONY: deps deps-test
+deps:
+	@scripts/deps.sh "$(CMD_DEPS)" "$(PKG_DEPS)"
+deps-test: deps
+	@scripts/deps.sh "$(TEST_CMD_DEPS)" ""
+
+# ---------------------------------------------------------------- variant rules
+# $(1) = variant. Defines the library, unit runner, examples and integration
+# programs of that variant.
+define variant_rules
+$(1)_LIB_OBJS   := $$(patsubst %.c,$$(OBJ_$(1))/%.o,$$(LIB_SRCS))
+$(1)_UNIT_OBJS  := $$(patsubst %.c,$$(OBJ_$(1))/%.o,$$(UNIT_SRCS) tests/unit/runner.c)
+$(1)_SUPP_OBJS  := $$(patsubst %.c,$$(OBJ_$(1))/%.o,$$(SUPPORT_SRCS))
+$(1)_EXAMPLES   := $$(patsubst examples/%.c,$$(OUT_$(1))/examples/%,$$(EXAMPLE_SRCS))
+$(1)_INTEG      := $$(patsubst tests/integration/%.c,$$(OUT_$(1))/integration/%,$$(INTEG_SRCS))
+
+$$(OBJ_$(1))/%.o: %.c | deps
+	@mkdir -p $$(@D)
+	$$(CC) $$(BASE_CFLAGS) $$(CFLAGS_$(1)) $$(DEP_CFLAGS) $$(CHECK_CFLAGS) -I$$(OBJ_$(1))/gen -c -o $$@ $$<
+
+$$(OUT_$(1))/libcabrank.a: $$($(1)_LIB_OBJS)
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+
+# Suite list for the unit runner, one X(<comp>) per tests/unit/test_<comp>.c.
+$$(OBJ_$(1))/gen/suites.h: $$(UNIT_SRCS) Makefile
+	@mkdir -p $$(@D)
+	@printf '%s\n' $$(patsubst tests/unit/test_%.c,'X(%)',$$(UNIT_SRCS)) > $$@.tmp && mv $$@.tmp $$@
+$$(OBJ_$(1))/tests/unit/runner.o: $$(OBJ_$(1))/gen/suites.h
+
+$$(OUT_$(1))/unit-tests: $$($(1)_UNIT_OBJS) $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libcabrank.a
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(CHECK_LIBS) $$(DEP_LIBS)
+
+$$(OUT_$(1))/examples/%: $$(OBJ_$(1))/examples/%.o $$(OUT_$(1))/libcabrank.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS)
+
+$$(OUT_$(1))/integration/%: $$(OBJ_$(1))/tests/integration/%.o $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libcabrank.a
+	@mkdir -p $$(@D)
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS)
+
+.PHONY: $(1)-all
+$(1)-all: $$(OUT_$(1))/libcabrank.a $$(OUT_$(1))/unit-tests $$($(1)_EXAMPLES) $$($(1)_INTEG)
+
+-include $$(shell find $$(OBJ_$(1)) -name '*.d' 2>/dev/null)
+endef
+$(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
+
+# ---------------------------------------------------------------- release extras
+build/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)
+	$(CC) -shared -pthread -Wl,-soname,libcabrank.so.$(SOVERSION) -o $@ $^ $(DEP_LIBS)
+build/libcabrank.so: build/libcabrank.so.$(SOVERSION)
+	ln -sf libcabrank.so.$(SOVERSION) $@
+
+build/cabrank.pc: Makefile
+	@mkdir -p $(@D)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
+	  'Name: cabrank' 'Description: concurrent request-processing server toolkit' \
+	  'Version: $(VERSION)' 'Requires.private: liburing' 'Libs: -L$${libdir} -lcabrank' \
+	  'Libs.private: -lpthread -lm' 'Cflags: -I$${includedir}' > $@
+
+PROGRAMS := $(if $(wildcard examples/reactor_echo.c),build/cabrank-echo)
+
+build/cabrank-echo: build/examples/reactor_echo
+	ln -sf examples/reactor_echo $@
+
+.PHONY: all asan tsan
+all: release-all build/libcabrank.so build/cabrank.pc $(PROGRAMS)
+asan: asan-all
+tsan: tsan-all
+
+# ---------------------------------------------------------------- run, test
+.PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
+run: all
+	@echo "cabrank: echo server on $(RUN_ADDR) (Ctrl-C stops it); try: nc $(subst :, ,$(RUN_ADDR))"
+	exec build/examples/reactor_echo --listen $(RUN_ADDR)
+
+test: deps-test
+	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all
+	@tests/run.sh
+
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check: deps
+	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: ok"
+
+compile_commands.json:
+	bear -- $(MAKE) -B release-all
+tidy: compile_commands.json
+	clang-tidy -p . --quiet $(LIB_SRCS)
+
+# Fuzz targets: fuzz/<target>.c built with libFuzzer; `make fuzz` explores each
+# for FUZZ_SECONDS, the suite replays fuzz/corpus/<target>/.
+FUZZ_BINS := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
+build/fuzz/%: fuzz/%.c $(LIB_SRCS) | deps
+	@mkdir -p $(@D)
+	$(CLANG) -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
+	  -o $@ $< $(LIB_SRCS) $(DEP_CFLAGS) $(DEP_LIBS)
+fuzz-build: $(FUZZ_BINS)
+fuzz: $(FUZZ_BINS)
+	@for f in $(FUZZ_BINS); do t=$${f##*/}; mkdir -p build/fuzz/corpus/$$t; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$t.dict build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; done
+
+install: all
+	install -d $(DESTDIR)$(INCDIR)/cabrank $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGDIR) $(DESTDIR)$(BINDIR)
+	install -m 644 $(HEADERS) $(DESTDIR)$(INCDIR)/cabrank/
+	install -m 644 build/libcabrank.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 build/libcabrank.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf libcabrank.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libcabrank.so
+	install -m 644 build/cabrank.pc $(DESTDIR)$(PKGDIR)/
+	install -m 755 build/examples/reactor_echo $(DESTDIR)$(BINDIR)/cabrank-echo
+uninstall:
+	rm -rf $(DESTDIR)$(INCDIR)/cabrank
+	rm -f $(DESTDIR)$(LIBDIR)/libcabrank.a $(DESTDIR)$(LIBDIR)/libcabrank.so* \
+	  $(DESTDIR)$(PKGDIR)/cabrank.pc $(DESTDIR)$(BINDIR)/cabrank-echo
+
+clean:
+	rm -rf build

@@ -1,0 +1,43 @@
+/*
+ * handle_set_internal.h - the backend interface behind handle_set.h. Each
+ * backend file defines one const struct cr_handle_set_ops and a struct that
+ * begins with struct cr_handle_set; handle_set.c picks the ops by name and
+ * forwards to them. Library-internal.
+ */
+#ifndef CABRANK_HANDLE_SET_INTERNAL_H
+#define CABRANK_HANDLE_SET_INTERNAL_H
+
+#include <cabrank/handle_set.h>
+
+struct cr_handle_set_ops {
+    const char *name;
+    int (*open)(struct cr_handle_set **out);
+    void (*close)(struct cr_handle_set *hs);
+    int (*add)(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags, uint32_t tag);
+    int (*modify)(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags,
+                  uint32_t tag);
+    int (*remove)(struct cr_handle_set *hs, int fd);
+    /* Returns events filled, 0 on timeout or wake-up, -errno. EINTR retried. */
+    int (*wait)(struct cr_handle_set *hs, struct cr_handle_event *evs, int max, int timeout_ms);
+    void (*wake)(struct cr_handle_set *hs);
+};
+
+/* Every backend's set starts with this. */
+struct cr_handle_set {
+    const struct cr_handle_set_ops *ops;
+};
+
+extern const struct cr_handle_set_ops cr__handle_set_epoll_ops;
+extern const struct cr_handle_set_ops cr__handle_set_poll_ops;
+extern const struct cr_handle_set_ops cr__handle_set_select_ops;
+
+/*
+ * Milliseconds left until deadline_ns (monotonic), for retrying a wait after
+ * EINTR; -1 stays -1 (forever). Shared by the backends.
+ */
+int cr__handle_set_remaining_ms(int timeout_ms, uint64_t deadline_ns);
+
+/* Deadline for a wait of timeout_ms starting now; unused when timeout_ms < 0. */
+uint64_t cr__handle_set_deadline(int timeout_ms);
+
+#endif /* CABRANK_HANDLE_SET_INTERNAL_H */

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# run.sh - the whole test suite, run by `make test` after everything is built:
+# format check, unit tests (plain, ASan+UBSan, TSan), then every integration
+# program under each variant, each under a timeout. Ends with one line
+# `tests: N passed, N failed` over everything, and fails if anything failed.
+set -u
+cd "$(dirname "$0")/.."
+
+passed=0
+failed=0
+skipped=0
+failures=()
+
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
+
+# TSan's shadow layout does not fit every ASLR setting of recent kernels;
+# without randomization it always does.
+NORAND=()
+if setarch "$(uname -m)" -R true 2>/dev/null; then
+    NORAND=(setarch "$(uname -m)" -R)
+fi
+
+unit() { # variant dir [env...]
+    local variant=$1 dir=$2 counts rc p f
+    shift 2
+    echo
+    echo "== unit tests ($variant)"
+    counts=$(mktemp)
+    local wrap=()
+    [ "$variant" = tsan ] && wrap=("${NORAND[@]}")
+    env "$@" CR_TEST_COUNTS="$counts" "${wrap[@]}" "$dir/unit-tests"
+    rc=$?
+    if read -r p f <"$counts" 2>/dev/null; then :; else p=0 f=1; fi
+    rm -f "$counts"
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    passed=$((passed + p))
+    failed=$((failed + f))
+    [ "$f" -ne 0 ] && failures+=("unit tests ($variant)")
+}
+
+integration() { # variant dir
+    local variant=$1 dir=$2 prog name rc start
+    echo
+    echo "== integration ($variant)"
+    for prog in "$dir"/integration/*; do
+        [ -x "$prog" ] || continue
+        name=${prog##*/}
+        start=${EPOCHREALTIME/./}
+        local wrap=() limit=60
+        [ "$variant" = tsan ] && wrap=("${NORAND[@]}") && limit=120
+        CR_BUILD_DIR=$dir "${wrap[@]}" timeout -k 5 $limit "$prog" >"$dir/integration/$name.log" 2>&1
+        rc=$?
+        local secs=$(((${EPOCHREALTIME/./} - start) / 100000))
+        secs="$((secs / 10)).$((secs % 10))"
+        case $rc in
+        0) passed=$((passed + 1)); echo "PASS $name (${secs}s)" ;;
+        77) skipped=$((skipped + 1)); echo "SKIP $name: $(tail -n 1 "$dir/integration/$name.log")" ;;
+        *)
+            failed=$((failed + 1))
+            failures+=("$name ($variant)")
+            echo "FAIL $name (exit $rc, ${secs}s); its log:"
+            tail -n 40 "$dir/integration/$name.log" | sed 's/^/    /'
+            ;;
+        esac
+    done
+}
+
+echo "== format check"
+if make -s --no-print-directory format-check; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    failures+=("format check (run: make format)")
+fi
+
+unit release build
+unit asan build/asan
+unit tsan build/tsan CK_TIMEOUT_MULTIPLIER=10
+integration release build
+integration asan build/asan
+integration tsan build/tsan
+
+echo
+for f in "${failures[@]}"; do echo "failed: $f"; done
+if [ "$skipped" -gt 0 ]; then
+    echo "tests: $passed passed, $failed failed, $skipped skipped"
+else
+    echo "tests: $passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ]

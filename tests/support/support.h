@@ -1,0 +1,49 @@
+/*
+ * support.h - helpers shared by unit and integration tests: loopback socket
+ * pairs, starting a server program and reading the port it reports, bounded
+ * waits. Everything targets 127.0.0.1 only.
+ */
+#ifndef CABRANK_TEST_SUPPORT_H
+#define CABRANK_TEST_SUPPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* A connected TCP pair over 127.0.0.1: fds[0] client, fds[1] server side.
+ * Both blocking, close-on-exec. Returns 0 or -errno. */
+int cr_test_tcp_pair(int fds[2]);
+
+/* Sets or clears O_NONBLOCK. Returns 0 or -errno. */
+int cr_test_set_nonblock(int fd, bool on);
+
+/* Connects to 127.0.0.1:port (blocking). Returns the fd or -errno. */
+int cr_test_connect(uint16_t port);
+
+/* Writes all of buf (blocking fd). Returns 0 or -errno. */
+int cr_test_write_all(int fd, const void *buf, size_t len);
+
+/* Reads exactly len bytes within timeout_ms. 0, -ETIMEDOUT, -EPIPE on EOF,
+ * or -errno. */
+int cr_test_read_exact(int fd, void *buf, size_t len, int timeout_ms);
+
+/* Path of a built program: $CR_BUILD_DIR/<rel> (default build/<rel>). */
+const char *cr_test_build_path(const char *rel, char *buf, size_t len);
+
+/*
+ * Starts argv[0] with argv, its stdout piped back, and waits up to timeout_ms
+ * for a line containing "listening on <addr>:<port>"; returns the port in
+ * *port and the child in *pid. Other output goes through to our stderr.
+ * Returns 0 or -errno (-ETIMEDOUT if the server never said it).
+ */
+int cr_test_spawn_server(char *const argv[], pid_t *pid, uint16_t *port, int timeout_ms);
+
+/* Waits up to timeout_ms for pid to exit; stores its wait status. 0, or
+ * -ETIMEDOUT (the child is then killed with SIGKILL and reaped). */
+int cr_test_wait_exit(pid_t pid, int timeout_ms, int *status);
+
+/* Monotonic milliseconds. */
+uint64_t cr_test_now_ms(void);
+
+#endif /* CABRANK_TEST_SUPPORT_H */

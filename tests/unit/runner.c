@@ -1,0 +1,71 @@
+/*
+ * runner.c - the unit test runner: every suite of tests/unit/test_<comp>.c
+ * (listed in the generated suites.h), each test in its own process with its
+ * own timeout (Check's fork mode). Arguments name suites to run (default all).
+ * Writes "passed failed" to $CR_TEST_COUNTS when set, for tests/run.sh.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define X(name) Suite *name##_suite(void);
+#include "suites.h"
+#undef X
+
+struct entry {
+    const char *name;
+    Suite *(*make)(void);
+};
+
+static const struct entry suites[] = {
+#define X(name) {#name, name##_suite},
+#include "suites.h"
+#undef X
+};
+
+static int is_selected(const char *name, int argc, char **argv)
+{
+    if (argc < 2)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], name) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    SRunner *sr = NULL;
+    const char *counts = getenv("CR_TEST_COUNTS");
+    int run;
+    int failed;
+
+    for (size_t i = 0; i < sizeof(suites) / sizeof(suites[0]); i++) {
+        if (!is_selected(suites[i].name, argc, argv))
+            continue;
+        if (sr == NULL)
+            sr = srunner_create(suites[i].make());
+        else
+            srunner_add_suite(sr, suites[i].make());
+    }
+    if (sr == NULL) {
+        fprintf(stderr, "runner: no such suite\n");
+        return 2;
+    }
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    run = srunner_ntests_run(sr);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    if (counts != NULL) {
+        FILE *f = fopen(counts, "w");
+
+        if (f != NULL) {
+            fprintf(f, "%d %d\n", run - failed, failed);
+            fclose(f);
+        }
+    }
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
