@@ -23,6 +23,8 @@ CC        ?= cc
 CLANG     ?= clang
 RUN_ADDR  ?= 127.0.0.1:8080
 FUZZ_SECONDS ?= 60
+# Everything built goes below BUILD (helpers working in parallel use their own).
+BUILD     ?= build
 
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
@@ -44,12 +46,12 @@ LDFLAGS_asan   := -fsanitize=address,undefined
 LDFLAGS_tsan   := -fsanitize=thread
 
 # Where each variant puts its objects (OBJ) and its products (OUT).
-OBJ_release := build/release
-OUT_release := build
-OBJ_asan    := build/asan
-OUT_asan    := build/asan
-OBJ_tsan    := build/tsan
-OUT_tsan    := build/tsan
+OBJ_release := $(BUILD)/release
+OUT_release := $(BUILD)
+OBJ_asan    := $(BUILD)/asan
+OUT_asan    := $(BUILD)/asan
+OBJ_tsan    := $(BUILD)/tsan
+OUT_tsan    := $(BUILD)/tsan
 VARIANTS    := release asan tsan
 
 LIB_SRCS     := $(sort $(wildcard src/*.c src/os/*.c))
@@ -117,25 +119,25 @@ endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
 # ---------------------------------------------------------------- release extras
-build/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)
+$(BUILD)/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)
 	$(CC) -shared -pthread -Wl,-soname,libcabrank.so.$(SOVERSION) -o $@ $^ $(DEP_LIBS)
-build/libcabrank.so: build/libcabrank.so.$(SOVERSION)
+$(BUILD)/libcabrank.so: $(BUILD)/libcabrank.so.$(SOVERSION)
 	ln -sf libcabrank.so.$(SOVERSION) $@
 
-build/cabrank.pc: Makefile
+$(BUILD)/cabrank.pc: Makefile
 	@mkdir -p $(@D)
 	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
 	  'Name: cabrank' 'Description: concurrent request-processing server toolkit' \
 	  'Version: $(VERSION)' 'Requires.private: liburing' 'Libs: -L$${libdir} -lcabrank' \
 	  'Libs.private: -lpthread -lm' 'Cflags: -I$${includedir}' > $@
 
-PROGRAMS := $(if $(wildcard examples/reactor_echo.c),build/cabrank-echo)
+PROGRAMS := $(if $(wildcard examples/reactor_echo.c),$(BUILD)/cabrank-echo)
 
-build/cabrank-echo: build/examples/reactor_echo
+$(BUILD)/cabrank-echo: $(BUILD)/examples/reactor_echo
 	ln -sf examples/reactor_echo $@
 
 .PHONY: all asan tsan
-all: release-all build/libcabrank.so build/cabrank.pc $(PROGRAMS)
+all: release-all $(BUILD)/libcabrank.so $(BUILD)/cabrank.pc $(PROGRAMS)
 asan: asan-all
 tsan: tsan-all
 
@@ -143,11 +145,11 @@ tsan: tsan-all
 .PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
 run: all
 	@echo "cabrank: echo server on $(RUN_ADDR) (Ctrl-C stops it); try: nc $(subst :, ,$(RUN_ADDR))"
-	exec build/examples/reactor_echo --listen $(RUN_ADDR)
+	exec $(BUILD)/examples/reactor_echo --listen $(RUN_ADDR)
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all
-	@tests/run.sh
+	@BUILD=$(BUILD) tests/run.sh
 
 format:
 	clang-format -i $(FORMAT_FILES)
@@ -161,28 +163,28 @@ tidy: compile_commands.json
 
 # Fuzz targets: fuzz/<target>.c built with libFuzzer; `make fuzz` explores each
 # for FUZZ_SECONDS, the suite replays fuzz/corpus/<target>/.
-FUZZ_BINS := $(patsubst fuzz/%.c,build/fuzz/%,$(FUZZ_SRCS))
-build/fuzz/%: fuzz/%.c $(LIB_SRCS) | deps
+FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
+$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRCS) | deps
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
 	  -o $@ $< $(LIB_SRCS) $(DEP_CFLAGS) $(DEP_LIBS)
 fuzz-build: $(FUZZ_BINS)
 fuzz: $(FUZZ_BINS)
-	@for f in $(FUZZ_BINS); do t=$${f##*/}; mkdir -p build/fuzz/corpus/$$t; \
-	  $$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$t.dict build/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; done
+	@for f in $(FUZZ_BINS); do t=$${f##*/}; mkdir -p $(BUILD)/fuzz/corpus/$$t; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$t.dict $(BUILD)/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; done
 
 install: all
 	install -d $(DESTDIR)$(INCDIR)/cabrank $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGDIR) $(DESTDIR)$(BINDIR)
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCDIR)/cabrank/
-	install -m 644 build/libcabrank.a $(DESTDIR)$(LIBDIR)/
-	install -m 755 build/libcabrank.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
+	install -m 644 $(BUILD)/libcabrank.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libcabrank.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf libcabrank.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libcabrank.so
-	install -m 644 build/cabrank.pc $(DESTDIR)$(PKGDIR)/
-	install -m 755 build/examples/reactor_echo $(DESTDIR)$(BINDIR)/cabrank-echo
+	install -m 644 $(BUILD)/cabrank.pc $(DESTDIR)$(PKGDIR)/
+	install -m 755 $(BUILD)/examples/reactor_echo $(DESTDIR)$(BINDIR)/cabrank-echo
 uninstall:
 	rm -rf $(DESTDIR)$(INCDIR)/cabrank
 	rm -f $(DESTDIR)$(LIBDIR)/libcabrank.a $(DESTDIR)$(LIBDIR)/libcabrank.so* \
 	  $(DESTDIR)$(PKGDIR)/cabrank.pc $(DESTDIR)$(BINDIR)/cabrank-echo
 
 clean:
-	rm -rf build
+	rm -rf $(BUILD)

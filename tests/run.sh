@@ -5,6 +5,7 @@
 # `tests: N passed, N failed` over everything, and fails if anything failed.
 set -u
 cd "$(dirname "$0")/.."
+B=${BUILD:-build}
 
 passed=0
 failed=0
@@ -68,19 +69,19 @@ integration() { # variant dir
 }
 
 echo "== format check"
-if make -s --no-print-directory format-check; then
+if make -s --no-print-directory BUILD="$B" format-check; then
     passed=$((passed + 1))
 else
     failed=$((failed + 1))
     failures+=("format check (run: make format)")
 fi
 
-unit release build
-unit asan build/asan
-unit tsan build/tsan CK_TIMEOUT_MULTIPLIER=10
-integration release build
-integration asan build/asan
-integration tsan build/tsan
+unit release "$B"
+unit asan "$B/asan"
+unit tsan "$B/tsan" CK_TIMEOUT_MULTIPLIER=10
+integration release "$B"
+integration asan "$B/asan"
+integration tsan "$B/tsan"
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done
