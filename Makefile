@@ -31,7 +31,7 @@ SHELL := /bin/bash
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
         -Wvla -fno-common -Werror
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc $(WARN) -MMD -MP
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -Itests/support $(WARN) -MMD -MP
 # Library dependencies resolved when a recipe runs (after `deps` has installed them).
 DEP_CFLAGS = $(shell pkg-config --cflags liburing 2>/dev/null)
 DEP_LIBS   = $(shell pkg-config --libs liburing 2>/dev/null) -lpthread -lm

@@ -50,7 +50,8 @@ struct cr_reactor_event {
     int fd;
     unsigned events;
     uint64_t timer_id;
-    void *fn;
+    cr_reactor_handler_fn *handler;
+    cr_reactor_timer_fn *timer;
     void *arg;
 };
 

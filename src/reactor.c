@@ -1,0 +1,740 @@
+/*
+ * reactor.c - the Reactor: demultiplexing table, timers, signals and wake-up
+ * over a cr_handle_set. Used by every reactive model (reactor, lf, hshr) and
+ * by the acceptor. One thread at a time waits (the leader); every other
+ * function may run on any thread meanwhile. Owns the handle set, the table,
+ * the timers and the signalfd; borrows the handlers' arguments.
+ *
+ * Lock: one mutex, r->lock, guards everything mutable except `stopped`. It is
+ * never held while a handler runs or while the handle set waits, and nothing
+ * else is locked while it is held (it is a leaf lock), so handlers may call
+ * back into the reactor freely.
+ *
+ * Why generations: a wait may fetch a batch of events, and under
+ * Leader/Followers the rest of a batch is dispatched by later leaders. By
+ * then a handle may have been removed, its fd closed and reused by a new
+ * registration. Each registration gets a fresh 32-bit generation, passed to
+ * the handle set as the event's tag; an event whose tag no longer matches the
+ * table, or whose handle is deactivated, is dropped when it is taken. So no
+ * handle is dispatched twice and no stale event reaches a new handler.
+ *
+ * Timers: a binary min-heap of slot indices ordered by deadline; each slot
+ * knows its heap position, so cancel is O(log n). A timer id is
+ * (slot generation << 32 | slot index): an id that fired or was cancelled
+ * no longer matches its slot, so a second cancel is a clean -ENOENT.
+ */
+#include <cabrank/clock.h>
+#include <cabrank/log.h>
+#include <cabrank/reactor.h>
+
+#include "os/sync_internal.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#define DEFAULT_BATCH 64
+#define MAX_BATCH     256
+#define NO_HEAP_IDX   UINT32_MAX
+
+enum event_kind {
+    KIND_FD = 1,
+    KIND_TIMER = 2,
+};
+
+struct handler_entry {
+    cr_reactor_handler_fn *fn;
+    void *arg;
+    unsigned interest;
+    unsigned flags;
+    uint32_t gen; /* 0: not registered */
+    bool armed;   /* included in the wait */
+};
+
+struct timer_slot {
+    uint64_t deadline;
+    cr_reactor_timer_fn *fn;
+    void *arg;
+    uint32_t gen;
+    uint32_t heap_idx; /* NO_HEAP_IDX when free */
+    uint32_t next_free;
+};
+
+struct signal_entry {
+    cr_reactor_signal_fn *fn;
+    void *arg;
+};
+
+struct cr_reactor {
+    /* Immutable after create. */
+    struct cr_handle_set *hs;
+    int batch;
+
+    struct cr_mutex lock;
+    /* Protected by lock. */
+    struct handler_entry *table;
+    size_t table_len;
+    uint32_t next_gen;
+    struct timer_slot *slots;
+    uint32_t slots_len;
+    uint32_t free_slot; /* head of the free list, NO_HEAP_IDX if empty */
+    uint32_t *heap;
+    uint32_t heap_len;
+    bool waiting;        /* a thread is inside the handle set wait */
+    uint64_t wait_until; /* its deadline (0: forever) */
+    bool wake_requested; /* cr_reactor_wake() since the last return */
+    int sigfd;           /* -1 until the first signal is added */
+    sigset_t sigmask;
+    struct signal_entry signals[NSIG];
+
+    /* Owned by the waiting thread (one at a time); filled outside the lock,
+     * read under it. */
+    struct cr_handle_event *pending;
+    int pending_len;
+    int pending_pos;
+
+    /* Atomic: set once by cr_reactor_stop (release), read by waiters (acquire). */
+    int stopped;
+};
+
+static void on_signalfd(struct cr_reactor *r, int fd, unsigned events, void *arg);
+
+/* ------------------------------------------------------------------ table */
+
+static int ensure_table(struct cr_reactor *r, int fd)
+{
+    size_t len = r->table_len ? r->table_len : 64;
+    struct handler_entry *t;
+
+    cr_mutex_assert_held(&r->lock);
+    if ((size_t)fd < r->table_len)
+        return 0;
+    while (len <= (size_t)fd)
+        len *= 2;
+    t = realloc(r->table, len * sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    memset(t + r->table_len, 0, (len - r->table_len) * sizeof(*t));
+    r->table = t;
+    r->table_len = len;
+    return 0;
+}
+
+/* The registered entry of fd, or NULL. */
+static struct handler_entry *find_entry(struct cr_reactor *r, int fd)
+{
+    cr_mutex_assert_held(&r->lock);
+    if (fd < 0 || (size_t)fd >= r->table_len || r->table[fd].gen == 0)
+        return NULL;
+    return &r->table[fd];
+}
+
+static unsigned hs_flags(const struct handler_entry *e)
+{
+    return (e->flags & CR_REACTOR_ONESHOT) ? CR_HS_ONESHOT : 0;
+}
+
+static int add_locked(struct cr_reactor *r, int fd, unsigned interest, unsigned flags,
+                      cr_reactor_handler_fn *fn, void *arg)
+{
+    struct handler_entry *e;
+    int err;
+
+    cr_mutex_assert_held(&r->lock);
+    err = ensure_table(r, fd);
+    if (err < 0)
+        return err;
+    e = &r->table[fd];
+    if (e->gen != 0)
+        return -EEXIST;
+    if (++r->next_gen == 0)
+        r->next_gen = 1;
+    e->fn = fn;
+    e->arg = arg;
+    e->interest = interest;
+    e->flags = flags;
+    e->armed = true;
+    e->gen = r->next_gen;
+    err = cr_handle_set_add(r->hs, fd, interest, hs_flags(e), e->gen);
+    if (err < 0)
+        memset(e, 0, sizeof(*e));
+    return err;
+}
+
+static int remove_locked(struct cr_reactor *r, int fd)
+{
+    struct handler_entry *e = find_entry(r, fd);
+    int err;
+
+    if (e == NULL)
+        return -ENOENT;
+    memset(e, 0, sizeof(*e));
+    err = cr_handle_set_remove(r->hs, fd);
+    /* A caller that closed the fd first already took it out of an epoll set;
+     * the registration is gone either way. */
+    return err == -ENOENT || err == -EBADF ? 0 : err;
+}
+
+/* ------------------------------------------------------------------ timers */
+
+static bool is_earlier(const struct cr_reactor *r, uint32_t a, uint32_t b)
+{
+    return r->slots[r->heap[a]].deadline < r->slots[r->heap[b]].deadline;
+}
+
+static void heap_swap(struct cr_reactor *r, uint32_t a, uint32_t b)
+{
+    uint32_t t = r->heap[a];
+
+    r->heap[a] = r->heap[b];
+    r->heap[b] = t;
+    r->slots[r->heap[a]].heap_idx = a;
+    r->slots[r->heap[b]].heap_idx = b;
+}
+
+static void sift_up(struct cr_reactor *r, uint32_t i)
+{
+    while (i > 0 && is_earlier(r, i, (i - 1) / 2)) {
+        heap_swap(r, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void sift_down(struct cr_reactor *r, uint32_t i)
+{
+    for (;;) {
+        uint32_t l = 2 * i + 1;
+        uint32_t m = i;
+
+        if (l < r->heap_len && is_earlier(r, l, m))
+            m = l;
+        if (l + 1 < r->heap_len && is_earlier(r, l + 1, m))
+            m = l + 1;
+        if (m == i)
+            return;
+        heap_swap(r, i, m);
+        i = m;
+    }
+}
+
+/* Takes slot s out of the heap and returns it to the free list. */
+static void timer_release(struct cr_reactor *r, uint32_t s)
+{
+    uint32_t i = r->slots[s].heap_idx;
+
+    cr_mutex_assert_held(&r->lock);
+    r->heap_len--;
+    if (i != r->heap_len) {
+        heap_swap(r, i, r->heap_len);
+        sift_down(r, i);
+        sift_up(r, i);
+    }
+    r->slots[s].heap_idx = NO_HEAP_IDX;
+    r->slots[s].fn = NULL;
+    r->slots[s].next_free = r->free_slot;
+    r->free_slot = s;
+}
+
+static int grow_slots(struct cr_reactor *r)
+{
+    uint32_t len = r->slots_len ? r->slots_len * 2 : 16;
+    struct timer_slot *s;
+    uint32_t *h;
+
+    if (r->slots_len >= UINT32_MAX / 4)
+        return -ENOMEM;
+    s = realloc(r->slots, len * sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    r->slots = s;
+    h = realloc(r->heap, len * sizeof(*h));
+    if (h == NULL)
+        return -ENOMEM;
+    r->heap = h;
+    for (uint32_t i = r->slots_len; i < len; i++) {
+        s[i].gen = 0;
+        s[i].fn = NULL;
+        s[i].heap_idx = NO_HEAP_IDX;
+        s[i].next_free = i + 1 < len ? i + 1 : r->free_slot;
+    }
+    r->free_slot = r->slots_len;
+    r->slots_len = len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *cfg)
+{
+    struct cr_reactor *r;
+    int err;
+
+    *out = NULL;
+    r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return -ENOMEM;
+    r->batch = cfg != NULL && cfg->batch > 0 ? cfg->batch : DEFAULT_BATCH;
+    if (r->batch > MAX_BATCH)
+        r->batch = MAX_BATCH;
+    r->sigfd = -1;
+    r->free_slot = NO_HEAP_IDX;
+    sigemptyset(&r->sigmask);
+    r->pending = calloc((size_t)r->batch, sizeof(*r->pending));
+    if (r->pending == NULL) {
+        err = -ENOMEM;
+        goto out_free;
+    }
+    err = cr_mutex_init(&r->lock);
+    if (err < 0)
+        goto out_free_pending;
+    err = cr_handle_set_open(&r->hs, cfg != NULL ? cfg->backend : NULL);
+    if (err < 0)
+        goto out_fini_lock;
+    *out = r;
+    return 0;
+
+out_fini_lock:
+    cr_mutex_fini(&r->lock);
+out_free_pending:
+    free(r->pending);
+out_free:
+    free(r);
+    return err;
+}
+
+void cr_reactor_destroy(struct cr_reactor *r)
+{
+    if (r == NULL)
+        return;
+    if (r->sigfd >= 0)
+        close(r->sigfd);
+    cr_handle_set_close(r->hs);
+    cr_mutex_fini(&r->lock);
+    free(r->table);
+    free(r->slots);
+    free(r->heap);
+    free(r->pending);
+    free(r);
+}
+
+const char *cr_reactor_backend(const struct cr_reactor *r)
+{
+    return cr_handle_set_name(r->hs);
+}
+
+/* ------------------------------------------------------------------ handles */
+
+int cr_reactor_add(struct cr_reactor *r, int fd, unsigned interest, unsigned flags,
+                   cr_reactor_handler_fn *fn, void *arg)
+{
+    int err;
+
+    if (fd < 0)
+        return -EBADF;
+    if (fn == NULL || (flags & ~CR_REACTOR_ONESHOT) != 0)
+        return -EINVAL;
+    cr_mutex_lock(&r->lock);
+    err = add_locked(r, fd, interest, flags, fn, arg);
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+/* Re-arms e with the handle set, with a new interest when asked. */
+static int arm(struct cr_reactor *r, int fd, struct handler_entry *e)
+{
+    e->armed = true;
+    return cr_handle_set_modify(r->hs, fd, e->interest, hs_flags(e), e->gen);
+}
+
+int cr_reactor_modify(struct cr_reactor *r, int fd, unsigned interest)
+{
+    struct handler_entry *e;
+    int err = -ENOENT;
+
+    cr_mutex_lock(&r->lock);
+    e = find_entry(r, fd);
+    if (e != NULL) {
+        e->interest = interest;
+        err = arm(r, fd, e);
+    }
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+int cr_reactor_remove(struct cr_reactor *r, int fd)
+{
+    int err;
+
+    cr_mutex_lock(&r->lock);
+    err = remove_locked(r, fd);
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+int cr_reactor_deactivate(struct cr_reactor *r, int fd)
+{
+    struct handler_entry *e;
+    int err = -ENOENT;
+
+    cr_mutex_lock(&r->lock);
+    e = find_entry(r, fd);
+    if (e != NULL) {
+        e->armed = false;
+        /* One-shot with no interest: at most one hang-up can still come, and
+         * `armed` drops it; a level-triggered one would come back forever. */
+        err = cr_handle_set_modify(r->hs, fd, 0, CR_HS_ONESHOT, e->gen);
+    }
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+int cr_reactor_reactivate(struct cr_reactor *r, int fd)
+{
+    struct handler_entry *e;
+    int err = -ENOENT;
+
+    cr_mutex_lock(&r->lock);
+    e = find_entry(r, fd);
+    if (e != NULL)
+        err = arm(r, fd, e);
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+/* ------------------------------------------------------------------ timers API */
+
+int cr_reactor_timer_add(struct cr_reactor *r, uint64_t delay_ms, cr_reactor_timer_fn *fn,
+                         void *arg, uint64_t *id_out)
+{
+    struct timer_slot *t;
+    uint32_t s;
+    bool wake;
+    int err;
+
+    if (fn == NULL)
+        return -EINVAL;
+    if (delay_ms > UINT64_MAX / CR_NSEC_PER_MSEC / 2)
+        delay_ms = UINT64_MAX / CR_NSEC_PER_MSEC / 2; /* "never", without overflow */
+    cr_mutex_lock(&r->lock);
+    if (r->free_slot == NO_HEAP_IDX) {
+        err = grow_slots(r);
+        if (err < 0) {
+            cr_mutex_unlock(&r->lock);
+            return err;
+        }
+    }
+    s = r->free_slot;
+    t = &r->slots[s];
+    r->free_slot = t->next_free;
+    if (++t->gen == 0)
+        t->gen = 1;
+    t->deadline = cr_clock_now_ns() + delay_ms * CR_NSEC_PER_MSEC;
+    t->fn = fn;
+    t->arg = arg;
+    t->heap_idx = r->heap_len;
+    r->heap[r->heap_len++] = s;
+    sift_up(r, t->heap_idx);
+    /* The waiter sleeps until its own deadline; tell it of an earlier one. */
+    wake = r->waiting && t->heap_idx == 0 && (r->wait_until == 0 || t->deadline < r->wait_until);
+    if (id_out != NULL)
+        *id_out = (uint64_t)t->gen << 32 | s;
+    cr_mutex_unlock(&r->lock);
+    if (wake)
+        cr_handle_set_wake(r->hs);
+    return 0;
+}
+
+int cr_reactor_timer_cancel(struct cr_reactor *r, uint64_t timer_id)
+{
+    uint32_t s = (uint32_t)timer_id;
+    uint32_t gen = (uint32_t)(timer_id >> 32);
+    int err = -ENOENT;
+
+    cr_mutex_lock(&r->lock);
+    if (s < r->slots_len && gen != 0 && r->slots[s].gen == gen &&
+        r->slots[s].heap_idx != NO_HEAP_IDX) {
+        timer_release(r, s);
+        err = 0;
+    }
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+/* ------------------------------------------------------------------ signals */
+
+int cr_reactor_block_signals(void)
+{
+    static const int sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT,
+                               SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE};
+    sigset_t set;
+
+    sigemptyset(&set);
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        sigaddset(&set, sigs[i]);
+    return -pthread_sigmask(SIG_BLOCK, &set, NULL);
+}
+
+int cr_reactor_signal_add(struct cr_reactor *r, int signo, cr_reactor_signal_fn *fn, void *arg)
+{
+    sigset_t one;
+    sigset_t mask;
+    int err;
+
+    if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || fn == NULL)
+        return -EINVAL;
+    sigemptyset(&one);
+    sigaddset(&one, signo);
+    err = -pthread_sigmask(SIG_BLOCK, &one, NULL);
+    if (err < 0)
+        return err;
+    cr_mutex_lock(&r->lock);
+    if (r->signals[signo].fn != NULL) {
+        err = -EEXIST;
+        goto out_unlock;
+    }
+    mask = r->sigmask;
+    sigaddset(&mask, signo);
+    if (r->sigfd < 0) {
+        int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
+
+        if (fd < 0) {
+            err = -errno;
+            goto out_unlock;
+        }
+        err = add_locked(r, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_signalfd, NULL);
+        if (err < 0) {
+            close(fd);
+            goto out_unlock;
+        }
+        r->sigfd = fd;
+    } else if (signalfd(r->sigfd, &mask, 0) < 0) {
+        err = -errno;
+        goto out_unlock;
+    }
+    r->sigmask = mask;
+    r->signals[signo].fn = fn;
+    r->signals[signo].arg = arg;
+out_unlock:
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+int cr_reactor_signal_remove(struct cr_reactor *r, int signo)
+{
+    sigset_t mask;
+    int err = -ENOENT;
+
+    if (signo <= 0 || signo >= NSIG)
+        return -EINVAL;
+    cr_mutex_lock(&r->lock);
+    if (r->signals[signo].fn != NULL) {
+        mask = r->sigmask;
+        sigdelset(&mask, signo);
+        if (signalfd(r->sigfd, &mask, 0) < 0) {
+            err = -errno;
+        } else {
+            r->sigmask = mask;
+            r->signals[signo].fn = NULL;
+            r->signals[signo].arg = NULL;
+            err = 0;
+        }
+    }
+    cr_mutex_unlock(&r->lock);
+    return err;
+}
+
+static void on_signalfd(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct signalfd_siginfo si;
+
+    CR_UNUSED(events);
+    CR_UNUSED(arg);
+    /* Drain everything queued; a handler may stop the reactor meanwhile. */
+    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        struct signal_entry se = {0};
+
+        cr_mutex_lock(&r->lock);
+        if (si.ssi_signo < NSIG)
+            se = r->signals[si.ssi_signo];
+        cr_mutex_unlock(&r->lock);
+        if (se.fn != NULL)
+            se.fn(r, (int)si.ssi_signo, se.arg);
+    }
+    if (cr_reactor_reactivate(r, fd) < 0)
+        CR_LOG(CR_LOG_ERROR, "signalfd reactivation failed; signals are no longer delivered");
+}
+
+/* ------------------------------------------------------------------ waiting */
+
+void cr_reactor_wake(struct cr_reactor *r)
+{
+    cr_mutex_lock(&r->lock);
+    r->wake_requested = true;
+    cr_mutex_unlock(&r->lock);
+    cr_handle_set_wake(r->hs);
+}
+
+void cr_reactor_stop(struct cr_reactor *r)
+{
+    __atomic_store_n(&r->stopped, 1, __ATOMIC_RELEASE);
+    cr_reactor_wake(r);
+}
+
+bool cr_reactor_is_stopped(const struct cr_reactor *r)
+{
+    return __atomic_load_n(&r->stopped, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* Takes a due timer into ev. */
+static bool take_timer(struct cr_reactor *r, uint64_t now, struct cr_reactor_event *ev)
+{
+    uint32_t s;
+
+    if (r->heap_len == 0 || r->slots[r->heap[0]].deadline > now)
+        return false;
+    s = r->heap[0];
+    ev->kind = KIND_TIMER;
+    ev->fd = -1;
+    ev->events = 0;
+    ev->timer_id = (uint64_t)r->slots[s].gen << 32 | s;
+    ev->handler = NULL;
+    ev->timer = r->slots[s].fn;
+    ev->arg = r->slots[s].arg;
+    timer_release(r, s);
+    return true;
+}
+
+/* Takes the next valid event of the pending batch into ev. */
+static bool take_pending(struct cr_reactor *r, struct cr_reactor_event *ev)
+{
+    while (r->pending_pos < r->pending_len) {
+        const struct cr_handle_event *he = &r->pending[r->pending_pos++];
+        struct handler_entry *e = find_entry(r, he->fd);
+
+        if (e == NULL || e->gen != he->tag || !e->armed)
+            continue; /* removed, replaced or deactivated since the wait */
+        if (e->flags & CR_REACTOR_ONESHOT)
+            e->armed = false;
+        ev->kind = KIND_FD;
+        ev->fd = he->fd;
+        ev->events = he->events;
+        ev->timer_id = 0;
+        ev->handler = e->fn;
+        ev->timer = NULL;
+        ev->arg = e->arg;
+        return true;
+    }
+    return false;
+}
+
+/* How long the handle set may sleep: until the caller's deadline or the next
+ * timer, whichever is first. 0 deadline means forever. */
+static int wait_ms(const struct cr_reactor *r, uint64_t now, uint64_t deadline, uint64_t *until)
+{
+    uint64_t d = deadline;
+
+    if (r->heap_len > 0) {
+        uint64_t t = r->slots[r->heap[0]].deadline;
+
+        if (d == 0 || t < d)
+            d = t;
+    }
+    *until = d;
+    if (d == 0)
+        return -1;
+    if (d <= now)
+        return 0;
+    /* Round up: waking a little late is fine, waking early costs a loop. */
+    return (int)((d - now + CR_NSEC_PER_MSEC - 1) / CR_NSEC_PER_MSEC);
+}
+
+/*
+ * The one taking routine: due timers first, then the pending batch, then (if
+ * allowed) one wait. Returns 1 with *ev, 0 on timeout, wake-up or stop, or
+ * -errno.
+ */
+static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_reactor_event *ev)
+{
+    uint64_t deadline =
+        timeout_ms < 0 ? 0 : cr_clock_now_ns() + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+    int n;
+
+    if (timeout_ms >= 0 && deadline == 0)
+        deadline = 1;
+    cr_mutex_lock(&r->lock);
+    for (;;) {
+        uint64_t now = cr_clock_now_ns();
+        uint64_t until;
+        int ms;
+
+        if (take_timer(r, now, ev) || take_pending(r, ev)) {
+            cr_mutex_unlock(&r->lock);
+            return 1;
+        }
+        if (!may_wait || cr_reactor_is_stopped(r) || (deadline != 0 && now >= deadline)) {
+            cr_mutex_unlock(&r->lock);
+            return 0;
+        }
+        if (r->wake_requested) {
+            r->wake_requested = false;
+            cr_mutex_unlock(&r->lock);
+            return 0;
+        }
+        ms = wait_ms(r, now, deadline, &until);
+        r->waiting = true;
+        r->wait_until = until;
+        cr_mutex_unlock(&r->lock);
+        n = cr_handle_set_wait(r->hs, r->pending, r->batch, ms);
+        cr_mutex_lock(&r->lock);
+        r->waiting = false;
+        if (n < 0) {
+            cr_mutex_unlock(&r->lock);
+            return n;
+        }
+        r->pending_len = n;
+        r->pending_pos = 0;
+    }
+}
+
+int cr_reactor_next(struct cr_reactor *r, int timeout_ms, struct cr_reactor_event *ev)
+{
+    return take(r, timeout_ms, true, ev);
+}
+
+void cr_reactor_dispatch(struct cr_reactor *r, const struct cr_reactor_event *ev)
+{
+    if (ev->kind == KIND_FD)
+        ev->handler(r, ev->fd, ev->events, ev->arg);
+    else if (ev->kind == KIND_TIMER)
+        ev->timer(r, ev->timer_id, ev->arg);
+}
+
+int cr_reactor_handle_events(struct cr_reactor *r, int timeout_ms, unsigned mode)
+{
+    struct cr_reactor_event ev;
+    int count = 0;
+    int n;
+
+    n = take(r, timeout_ms, true, &ev);
+    if (n <= 0)
+        return n;
+    do {
+        cr_reactor_dispatch(r, &ev);
+        count++;
+        /* Only what is already ready: no second wait in one call. */
+    } while (!(mode & CR_REACTOR_ONE) && take(r, 0, false, &ev) > 0);
+    return count;
+}
+
+int cr_reactor_run(struct cr_reactor *r)
+{
+    while (!cr_reactor_is_stopped(r)) {
+        int n = cr_reactor_handle_events(r, -1, 0);
+
+        if (n < 0)
+            return n;
+    }
+    return 0;
+}
