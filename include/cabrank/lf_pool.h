@@ -1,0 +1,110 @@
+/*
+ * lf_pool.h - the Leader/Followers thread pool (unbound handle/thread
+ * association) over one or more cr_reactors.
+ *
+ * Threads take turns: one leader per reactor waits for an event
+ * (cr_reactor_next, which deactivates a one-shot handle), promotes a follower
+ * to leader, then processes the event itself (cr_reactor_dispatch) and
+ * rejoins. Handlers reactivate their handles when done. No event is handed
+ * from one thread to another.
+ *
+ * Promotion orders: "native" (all followers wait on one condition variable,
+ * the OS picks), "lifo" (stack of per-thread synchronizers, the most recent
+ * follower first: its cache is warm), "fifo" (queue of per-thread
+ * synchronizers), "priority" (highest thread priority first) and
+ * "lifo-lockfree" (the Apache leader-MPM design: a listener word and an idle
+ * stack changed by compare-and-swap, no mutex on the path).
+ *
+ * Multiple handle sets: with several reactors, `shared_followers` false gives
+ * each reactor its own group of threads and its own leader (threads are split
+ * evenly); true gives one follower set whose threads lead whichever reactor
+ * has no leader (the "multiple leaders" variant).
+ */
+#ifndef CABRANK_LF_POOL_H
+#define CABRANK_LF_POOL_H
+
+#include <cabrank/common.h>
+#include <cabrank/server.h>
+
+struct cr_reactor;
+struct cr_lf_pool;
+
+struct cr_lf_pool_config {
+    unsigned threads;               /* 0: number of CPUs */
+    const char *promotion;          /* NULL: "lifo" */
+    struct cr_reactor **reactors;   /* borrowed; must outlive the pool */
+    unsigned nreactors;             /* >= 1 */
+    bool shared_followers;          /* multiple leaders over one follower set */
+    const int *priorities;          /* "priority": one per thread; NULL: thread i has -i */
+    /* Run on each pool thread at start and exit (thread-local set-up). */
+    void (*on_thread_start)(unsigned idx, void *arg);
+    void (*on_thread_stop)(unsigned idx, void *arg);
+    void *thread_arg;
+};
+
+/* A thread that waits inside a handler for something another thread
+ * delivers (a reply), serving events meanwhile; see cr_lf_pool_wait. */
+struct cr_lf_waiter {
+    /* Private to the pool. */
+    int done;
+    int thread;
+};
+
+/* Names of the promotion orders, NULL-terminated. Thread-safe. */
+const char *const *cr_lf_pool_promotions(void);
+
+/* Creates a pool; threads start with cr_lf_pool_start. -EINVAL for an unknown
+ * promotion or no reactor, -ENOMEM. Thread-safe. */
+CR_MUST_CHECK int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *cfg);
+
+/* Starts the threads. -errno of pthread_create (none is left running).
+ * Owner thread only. */
+CR_MUST_CHECK int cr_lf_pool_start(struct cr_lf_pool *p);
+
+/*
+ * Makes every thread leave after the event it is processing: wakes the
+ * leaders (cr_reactor_wake) and every follower. Events already taken by
+ * cr_reactor_next are dispatched before their thread leaves. Thread-safe.
+ */
+void cr_lf_pool_stop(struct cr_lf_pool *p);
+
+/* Joins every thread after cr_lf_pool_stop. Owner thread only. */
+CR_MUST_CHECK int cr_lf_pool_join_all(struct cr_lf_pool *p);
+
+/* Frees a stopped and joined pool; NULL-safe. */
+void cr_lf_pool_destroy(struct cr_lf_pool *p);
+
+/*
+ * The paper's join(): the calling thread (not one of the pool's) takes part
+ * as leader or follower until the pool stops or timeout_ms passes (-1: no
+ * limit). Returns 0, or -ETIMEDOUT. Thread-safe.
+ */
+CR_MUST_CHECK int cr_lf_pool_join(struct cr_lf_pool *p, int timeout_ms);
+
+/*
+ * From inside a handler on a pool thread: rejoins the pool, leading or
+ * following and processing other events meanwhile, until another thread
+ * calls cr_lf_pool_notify(w) (the hybrid client/server of the paper: a thread
+ * waiting for its reply still serves new requests, so the pool never
+ * deadlocks when every thread waits). Returns 0, -ETIMEDOUT, or -ECANCELED
+ * when the pool stops. Initialise w with cr_lf_waiter_init first. Thread:
+ * a pool thread.
+ */
+void cr_lf_waiter_init(struct cr_lf_waiter *w);
+CR_MUST_CHECK int cr_lf_pool_wait(struct cr_lf_pool *p, struct cr_lf_waiter *w, int timeout_ms);
+
+/* Ends the cr_lf_pool_wait of w, whatever role its thread has. Thread-safe. */
+void cr_lf_pool_notify(struct cr_lf_pool *p, struct cr_lf_waiter *w);
+
+/* Index of the calling pool thread, or -1 for another thread. Thread-safe. */
+int cr_lf_pool_self(const struct cr_lf_pool *p);
+
+/*
+ * Counters without stopping the pool: promotions, and for each thread its
+ * role now, events dispatched and time per role. Fills at most max; returns
+ * the pool's thread count. Thread-safe.
+ */
+unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,
+                          struct cr_worker_stats *workers, unsigned max);
+
+#endif /* CABRANK_LF_POOL_H */

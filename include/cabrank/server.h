@@ -1,0 +1,126 @@
+/*
+ * server.h - runs one service on one or more listening sockets under a
+ * concurrency model chosen by name at run time:
+ *
+ *   reactor   one thread, one Reactor
+ *   lf        Leader/Followers thread pool over one or more Reactors (groups)
+ *   hshr      Half-Sync/Half-Reactive: a reactor thread queues jobs to workers
+ *   tpc       a thread per connection, blocking I/O, capped
+ *
+ * (forking, prefork and proactor join behind the same interface.)
+ *
+ * Lifecycle: create (binds the listeners), start (threads run), then stop and
+ * wait from any thread, or cr_server_run() which starts, turns TERM/INT into
+ * a graceful stop and QUIT into an immediate one, and waits. destroy frees.
+ */
+#ifndef CABRANK_SERVER_H
+#define CABRANK_SERVER_H
+
+#include <cabrank/common.h>
+#include <cabrank/service.h>
+
+struct cr_server;
+
+#define CR_SERVER_MAX_LISTEN 16
+
+struct cr_server_config {
+    const char *model;                         /* NULL: "lf" */
+    const char *listen[CR_SERVER_MAX_LISTEN];  /* addresses; none: "127.0.0.1:8080" */
+    int listen_fds[CR_SERVER_MAX_LISTEN];      /* or inherited listening sockets (> 0) */
+    int backlog;                               /* 0: 511 */
+    const char *backend;                       /* handle set; NULL: epoll */
+    int threads;                               /* workers; 0: number of CPUs (tpc: cap 1024) */
+    const char *promotion;                     /* lf: native|lifo|fifo|priority|lifo-lockfree */
+    int groups;                                /* lf: handle sets (reactors); 0: 1 */
+    int queue_size;                            /* hshr: job queue slots; 0: 1024 */
+    int max_connections;                       /* stop accepting beyond; 0: 10000 */
+    uint64_t idle_timeout_ms;                  /* default input timeout; 0: 60000 */
+    uint64_t send_timeout_ms;                  /* no send progress; 0: 60000 */
+    size_t output_high_water;                  /* stop feeding input beyond; 0: 256 KiB */
+    void (*on_hup)(struct cr_server *s, void *arg);  /* cr_server_run: SIGHUP */
+    void (*on_usr1)(struct cr_server *s, void *arg); /* cr_server_run: SIGUSR1 */
+    void *signal_arg;
+};
+
+/* What a worker is doing now, for status pages. */
+enum cr_role {
+    CR_ROLE_IDLE = 0,     /* not started, or between jobs (tpc, hshr worker) */
+    CR_ROLE_LEADER,       /* waiting for events on the handle set */
+    CR_ROLE_FOLLOWER,     /* waiting to become leader */
+    CR_ROLE_PROCESSING,   /* running a handler */
+    CR_ROLE_LISTENER,     /* hshr: the reactor thread */
+    CR_ROLE_STOPPED,
+    CR_ROLE_COUNT
+};
+
+/* Name of a role ("leader", ...). */
+const char *cr_role_name(enum cr_role role);
+
+struct cr_worker_stats {
+    enum cr_role role;
+    uint64_t events;                    /* events or jobs handled */
+    uint64_t role_ns[CR_ROLE_COUNT];    /* time spent in each role */
+};
+
+struct cr_server_stats {
+    const char *model;
+    const char *promotion; /* lf only, else NULL */
+    unsigned workers;
+    uint64_t uptime_ns;
+    uint64_t accepted;
+    uint64_t open_connections;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t promotions;   /* lf */
+    uint64_t queue_depth;  /* hshr */
+};
+
+/*
+ * Creates a server for svc (borrowed; must outlive the server) and binds its
+ * listeners. -EINVAL for an unknown model, promotion or bad address;
+ * -errno of bind. *out returns owned. Thread-safe.
+ */
+CR_MUST_CHECK int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
+                                   const struct cr_service *svc);
+
+/* Names of the models, NULL-terminated. Thread-safe. */
+const char *const *cr_server_models(void);
+
+/* Starts the workers; returns once they run. -errno. Owner thread only. */
+CR_MUST_CHECK int cr_server_start(struct cr_server *s);
+
+/*
+ * Stops: graceful stops accepting, lets in-flight requests finish and closes
+ * idle connections; otherwise closes everything at once. Returns at once;
+ * cr_server_wait() waits. Thread-safe; async-signal-unsafe.
+ */
+void cr_server_stop(struct cr_server *s, bool graceful);
+
+/* Waits until every worker has exited after a stop. 0 or -errno. Owner
+ * thread only. */
+CR_MUST_CHECK int cr_server_wait(struct cr_server *s);
+
+/*
+ * start + signals (TERM/INT graceful, QUIT immediate, HUP/USR1 callbacks) +
+ * wait. Blocks those signals in the calling thread before starting workers.
+ * Owner thread only.
+ */
+CR_MUST_CHECK int cr_server_run(struct cr_server *s);
+
+/* Frees a stopped (or never started) server; NULL-safe. */
+void cr_server_destroy(struct cr_server *s);
+
+/* Number of listeners, and the bound address of listener i ("127.0.0.1:8080").
+ * Thread-safe. */
+unsigned cr_server_listeners(const struct cr_server *s);
+CR_MUST_CHECK int cr_server_address(const struct cr_server *s, unsigned i, char *buf, size_t len);
+
+/*
+ * Counters and each worker's role, readable at any time without stopping the
+ * server. Fills at most max workers; returns how many the server has.
+ * Thread-safe.
+ */
+unsigned cr_server_stats(const struct cr_server *s, struct cr_server_stats *st,
+                         struct cr_worker_stats *workers, unsigned max);
+
+#endif /* CABRANK_SERVER_H */

@@ -1,0 +1,71 @@
+/*
+ * conn_internal.h - the connection driver every model shares (src/conn.c):
+ * reads into the calling thread's buffer, feeds the service, writes what it
+ * queued (writev for memory, sendfile for file ranges), applies backpressure
+ * and tracks deadlines. Models only decide which thread runs a connection
+ * and how it waits; the driver does the I/O. Library-internal.
+ *
+ * A connection is used by one thread at a time (the model guarantees it:
+ * one-shot handles, job ownership, or a dedicated thread).
+ *
+ * Memory: reading goes to a thread-local buffer; only input the service did
+ * not consume (a partial request) is copied to a per-connection buffer, and
+ * output is kept per connection only when the socket would block. An idle
+ * keep-alive connection holds no buffer.
+ */
+#ifndef CABRANK_CONN_INTERNAL_H
+#define CABRANK_CONN_INTERNAL_H
+
+#include <cabrank/service.h>
+
+struct cr__server_shared; /* counters shared by a server's connections */
+
+/* What the connection needs next from its model. */
+enum cr__conn_next {
+    CR__CONN_READ = 1,  /* wait until readable */
+    CR__CONN_WRITE = 2, /* output is pending: wait until writable */
+    CR__CONN_CLOSE = 3, /* done: destroy it */
+};
+
+struct cr__conn_config {
+    const struct cr_service *svc; /* borrowed */
+    struct cr_server *server;     /* borrowed; for cr_conn_server */
+    uint64_t idle_timeout_ms;
+    uint64_t send_timeout_ms;
+    size_t output_high_water;
+};
+
+/* Takes fd (non-blocking socket). Calls svc->open. -errno (fd closed). */
+int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *cfg);
+
+/* Calls svc->close, closes the fd, releases every queued segment. NULL-safe. */
+void cr__conn_destroy(struct cr_conn *c);
+
+int cr__conn_fd(const struct cr_conn *c);
+
+/*
+ * Handles readiness: reads all that is available (non-blocking), feeds the
+ * service, writes its output. `events` are CR_EV_* bits from the handle set.
+ * Returns what to wait for next. worker is the serving worker's index.
+ */
+enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned worker);
+
+/*
+ * Serves the connection to its end with blocking waits (poll with the
+ * deadline) on the calling thread: the tpc model. Returns when it is to be
+ * closed.
+ */
+void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile int *stop);
+
+/* Absolute monotonic deadline (ns) of the current wait, 0 for none. */
+uint64_t cr__conn_deadline(const struct cr_conn *c);
+
+/* Bytes in and out so far. */
+uint64_t cr__conn_bytes_in(const struct cr_conn *c);
+uint64_t cr__conn_bytes_out(const struct cr_conn *c);
+
+/* True when nothing is in flight: no unconsumed input and no pending output
+ * (a graceful stop may close it). */
+bool cr__conn_is_idle(const struct cr_conn *c);
+
+#endif /* CABRANK_CONN_INTERNAL_H */

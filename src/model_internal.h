@@ -1,0 +1,50 @@
+/*
+ * model_internal.h - the interface between cr_server (src/server.c) and a
+ * concurrency model (src/model_<name>.c). One const struct cr_model_ops per
+ * model, picked by name. server.c owns the listening sockets, the service and
+ * the counters; the model owns its threads, reactors and connections.
+ * Library-internal.
+ */
+#ifndef CABRANK_MODEL_INTERNAL_H
+#define CABRANK_MODEL_INTERNAL_H
+
+#include <cabrank/server.h>
+
+#include "conn_internal.h"
+
+struct cr_model;
+
+/* What server.c hands a model. All borrowed for the model's lifetime. */
+struct cr_model_env {
+    struct cr_server *server;
+    const struct cr_server_config *cfg; /* normalised: defaults filled in */
+    const int *listen_fds;
+    unsigned nlisten;
+    struct cr__conn_config conn; /* for cr__conn_create */
+    /* Server-wide counters, updated by models with relaxed atomics. */
+    uint64_t *accepted;
+    uint64_t *open_connections;
+    uint64_t *bytes_in;
+    uint64_t *bytes_out;
+};
+
+struct cr_model_ops {
+    const char *name;
+    int (*create)(struct cr_model **out, const struct cr_model_env *env);
+    int (*start)(struct cr_model *m);
+    /* Thread-safe; returns at once. */
+    void (*stop)(struct cr_model *m, bool graceful);
+    /* Waits for every thread to exit after stop. */
+    int (*wait)(struct cr_model *m);
+    void (*destroy)(struct cr_model *m);
+    /* Fills model-specific stats and worker roles; returns the worker count. */
+    unsigned (*stats)(const struct cr_model *m, struct cr_server_stats *st,
+                      struct cr_worker_stats *workers, unsigned max);
+};
+
+extern const struct cr_model_ops cr__model_reactor_ops;
+extern const struct cr_model_ops cr__model_lf_ops;
+extern const struct cr_model_ops cr__model_hshr_ops;
+extern const struct cr_model_ops cr__model_tpc_ops;
+
+#endif /* CABRANK_MODEL_INTERNAL_H */
