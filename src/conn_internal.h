@@ -18,7 +18,6 @@
 
 #include <cabrank/service.h>
 
-struct cr__server_shared; /* counters shared by a server's connections */
 
 /* What the connection needs next from its model. */
 enum cr__conn_next {

@@ -1,0 +1,14 @@
+/* model_tpc.c - placeholder until the tpc model lands. */
+#include "model_internal.h"
+
+static int create_stub(struct cr_model **out, const struct cr_model_env *env)
+{
+    (void)env;
+    *out = NULL;
+    return -ENOSYS;
+}
+
+const struct cr_model_ops cr__model_tpc_ops = {
+    .name = "tpc",
+    .create = create_stub,
+};
