@@ -18,7 +18,6 @@
 
 #include <cabrank/service.h>
 
-
 /* What the connection needs next from its model. */
 enum cr__conn_next {
     CR__CONN_READ = 1,  /* wait until readable */

@@ -30,12 +30,12 @@ struct cr_reactor;
 struct cr_lf_pool;
 
 struct cr_lf_pool_config {
-    unsigned threads;               /* 0: number of CPUs */
-    const char *promotion;          /* NULL: "lifo" */
-    struct cr_reactor **reactors;   /* borrowed; must outlive the pool */
-    unsigned nreactors;             /* >= 1 */
-    bool shared_followers;          /* multiple leaders over one follower set */
-    const int *priorities;          /* "priority": one per thread; NULL: thread i has -i */
+    unsigned threads;             /* 0: number of CPUs */
+    const char *promotion;        /* NULL: "lifo" */
+    struct cr_reactor **reactors; /* borrowed; must outlive the pool */
+    unsigned nreactors;           /* >= 1 */
+    bool shared_followers;        /* multiple leaders over one follower set */
+    const int *priorities;        /* "priority": one per thread; NULL: thread i has -i */
     /* Run on each pool thread at start and exit (thread-local set-up). */
     void (*on_thread_start)(unsigned idx, void *arg);
     void (*on_thread_stop)(unsigned idx, void *arg);

@@ -55,8 +55,10 @@ CR_MUST_CHECK int cr_listener_port(int fd);
 /*
  * Accepts one connection, non-blocking and close-on-exec, TCP_NODELAY set.
  * *fd_out returns owned. -EAGAIN when none is pending; -EMFILE, -ENFILE,
- * -ENOBUFS, -ENOMEM when out of resources; -ECONNABORTED etc. are skipped and
- * reported as -EAGAIN only when nothing else is pending. Thread-safe.
+ * -ENOBUFS, -ENOMEM when out of resources. Connections that failed before
+ * they were accepted (-ECONNABORTED, -EPROTO, network errors) are skipped; after
+ * 256 of them in one call it returns -EAGAIN, so an error that never clears
+ * cannot trap the caller. Thread-safe.
  */
 CR_MUST_CHECK int cr_listener_accept(int listen_fd, int *fd_out);
 
@@ -80,7 +82,9 @@ CR_MUST_CHECK int cr_acceptor_create(struct cr_acceptor **out, struct cr_reactor
                                      void *arg);
 
 /* Unregisters the listener (which stays open) and frees the acceptor;
- * NULL-safe. No thread may be inside its callback. */
+ * NULL-safe. Stop every thread that handles the reactor's events first: an
+ * event or back-off timer already taken by another thread would otherwise
+ * still reach the freed acceptor. */
 void cr_acceptor_destroy(struct cr_acceptor *a);
 
 /* Stops accepting (e.g. at a connection limit) until cr_acceptor_resume().

@@ -24,19 +24,19 @@ struct cr_server;
 #define CR_SERVER_MAX_LISTEN 16
 
 struct cr_server_config {
-    const char *model;                         /* NULL: "lf" */
-    const char *listen[CR_SERVER_MAX_LISTEN];  /* addresses; none: "127.0.0.1:8080" */
-    int listen_fds[CR_SERVER_MAX_LISTEN];      /* or inherited listening sockets (> 0) */
-    int backlog;                               /* 0: 511 */
-    const char *backend;                       /* handle set; NULL: epoll */
-    int threads;                               /* workers; 0: number of CPUs (tpc: cap 1024) */
-    const char *promotion;                     /* lf: native|lifo|fifo|priority|lifo-lockfree */
-    int groups;                                /* lf: handle sets (reactors); 0: 1 */
-    int queue_size;                            /* hshr: job queue slots; 0: 1024 */
-    int max_connections;                       /* stop accepting beyond; 0: 10000 */
-    uint64_t idle_timeout_ms;                  /* default input timeout; 0: 60000 */
-    uint64_t send_timeout_ms;                  /* no send progress; 0: 60000 */
-    size_t output_high_water;                  /* stop feeding input beyond; 0: 256 KiB */
+    const char *model;                        /* NULL: "lf" */
+    const char *listen[CR_SERVER_MAX_LISTEN]; /* addresses; none: "127.0.0.1:8080" */
+    int listen_fds[CR_SERVER_MAX_LISTEN];     /* or inherited listening sockets (> 0) */
+    int backlog;                              /* 0: 511 */
+    const char *backend;                      /* handle set; NULL: epoll */
+    int threads;                              /* workers; 0: number of CPUs (tpc: cap 1024) */
+    const char *promotion;                    /* lf: native|lifo|fifo|priority|lifo-lockfree */
+    int groups;                               /* lf: handle sets (reactors); 0: 1 */
+    int queue_size;                           /* hshr: job queue slots; 0: 1024 */
+    int max_connections;                      /* stop accepting beyond; 0: 10000 */
+    uint64_t idle_timeout_ms;                 /* default input timeout; 0: 60000 */
+    uint64_t send_timeout_ms;                 /* no send progress; 0: 60000 */
+    size_t output_high_water;                 /* stop feeding input beyond; 0: 256 KiB */
     void (*on_hup)(struct cr_server *s, void *arg);  /* cr_server_run: SIGHUP */
     void (*on_usr1)(struct cr_server *s, void *arg); /* cr_server_run: SIGUSR1 */
     void *signal_arg;
@@ -44,11 +44,11 @@ struct cr_server_config {
 
 /* What a worker is doing now, for status pages. */
 enum cr_role {
-    CR_ROLE_IDLE = 0,     /* not started, or between jobs (tpc, hshr worker) */
-    CR_ROLE_LEADER,       /* waiting for events on the handle set */
-    CR_ROLE_FOLLOWER,     /* waiting to become leader */
-    CR_ROLE_PROCESSING,   /* running a handler */
-    CR_ROLE_LISTENER,     /* hshr: the reactor thread */
+    CR_ROLE_IDLE = 0,   /* not started, or between jobs (tpc, hshr worker) */
+    CR_ROLE_LEADER,     /* waiting for events on the handle set */
+    CR_ROLE_FOLLOWER,   /* waiting to become leader */
+    CR_ROLE_PROCESSING, /* running a handler */
+    CR_ROLE_LISTENER,   /* hshr: the reactor thread */
     CR_ROLE_STOPPED,
     CR_ROLE_COUNT
 };
@@ -58,8 +58,8 @@ const char *cr_role_name(enum cr_role role);
 
 struct cr_worker_stats {
     enum cr_role role;
-    uint64_t events;                    /* events or jobs handled */
-    uint64_t role_ns[CR_ROLE_COUNT];    /* time spent in each role */
+    uint64_t events;                 /* events or jobs handled */
+    uint64_t role_ns[CR_ROLE_COUNT]; /* time spent in each role */
 };
 
 struct cr_server_stats {
@@ -71,8 +71,8 @@ struct cr_server_stats {
     uint64_t open_connections;
     uint64_t bytes_in;
     uint64_t bytes_out;
-    uint64_t promotions;   /* lf */
-    uint64_t queue_depth;  /* hshr */
+    uint64_t promotions;  /* lf */
+    uint64_t queue_depth; /* hshr */
 };
 
 /*
