@@ -1,0 +1,257 @@
+/*
+ * job_queue.c - the bounded synchronized job queue (job_queue_internal.h): a
+ * ring of fixed-size jobs allocated once, one mutex, and two condition
+ * variables: not_empty for consumers, not_full for producers (the Monitor
+ * Object of POSA2). Used by the hshr model between its reactor thread and its
+ * workers and by the tpc model between its acceptor and its connection
+ * threads; any thread may call it. Owns the ring and its synchronization
+ * objects; the jobs' pointers are the callers'.
+ *
+ * Lock order: q->lock is a leaf; nothing else is taken while it is held.
+ *
+ * Wake-ups: each side counts its sleepers, so a push or pop with nobody
+ * waiting makes no futex call. A push signals one consumer per job (not only
+ * on the empty-to-non-empty edge): with several pushes before the first
+ * consumer runs, signalling only the edge would leave jobs queued behind
+ * sleeping consumers. Close broadcasts both conditions.
+ */
+#include "job_queue_internal.h"
+
+#include "os/sync_internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct cr_job_queue {
+    /* Immutable after create. */
+    size_t capacity;
+    struct cr_job *ring;
+
+    struct cr_mutex lock;
+    pthread_cond_t not_empty;
+    pthread_cond_t not_full;
+    /* Protected by lock. */
+    size_t head; /* index of the oldest job */
+    unsigned consumers_waiting;
+    unsigned producers_waiting;
+    bool closed;
+    /* Written under lock with relaxed atomic stores; read without it by
+     * cr__job_queue_depth() (a statistic, orders nothing). */
+    size_t len;
+};
+
+/*
+ * Waits on cv, releasing q->lock meanwhile. cr_mutex's debug owner is kept
+ * right across the wait: another thread holds the mutex while we sleep.
+ * Caller holds q->lock.
+ */
+static void wait_on(struct cr_job_queue *q, pthread_cond_t *cv)
+{
+    int rc;
+
+    cr_mutex_assert_held(&q->lock);
+#ifdef CR_DEBUG
+    __atomic_store_n(&q->lock.held, 0, __ATOMIC_RELAXED);
+#endif
+    /* Fails only on a corrupted condvar or a mutex we do not hold. */
+    rc = pthread_cond_wait(cv, &q->lock.m);
+    assert(rc == 0);
+    (void)rc;
+#ifdef CR_DEBUG
+    q->lock.owner = pthread_self();
+    __atomic_store_n(&q->lock.held, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+static void signal_one(pthread_cond_t *cv)
+{
+    int rc = pthread_cond_signal(cv);
+
+    assert(rc == 0);
+    (void)rc;
+}
+
+static void signal_all(pthread_cond_t *cv)
+{
+    int rc = pthread_cond_broadcast(cv);
+
+    assert(rc == 0);
+    (void)rc;
+}
+
+int cr__job_queue_create(struct cr_job_queue **out, size_t capacity)
+{
+    struct cr_job_queue *q;
+    int err;
+
+    *out = NULL;
+    if (capacity == 0)
+        return -EINVAL;
+    q = calloc(1, sizeof(*q));
+    if (q == NULL)
+        return -ENOMEM;
+    q->ring = calloc(capacity, sizeof(*q->ring));
+    if (q->ring == NULL) {
+        err = -ENOMEM;
+        goto out_free_queue;
+    }
+    q->capacity = capacity;
+    err = cr_mutex_init(&q->lock);
+    if (err < 0)
+        goto out_free_ring;
+    err = -pthread_cond_init(&q->not_empty, NULL);
+    if (err < 0)
+        goto out_fini_lock;
+    err = -pthread_cond_init(&q->not_full, NULL);
+    if (err < 0)
+        goto out_destroy_not_empty;
+    *out = q;
+    return 0;
+
+out_destroy_not_empty:
+    pthread_cond_destroy(&q->not_empty);
+out_fini_lock:
+    cr_mutex_fini(&q->lock);
+out_free_ring:
+    free(q->ring);
+out_free_queue:
+    free(q);
+    return err;
+}
+
+void cr__job_queue_destroy(struct cr_job_queue *q)
+{
+    if (q == NULL)
+        return;
+    pthread_cond_destroy(&q->not_full);
+    pthread_cond_destroy(&q->not_empty);
+    cr_mutex_fini(&q->lock);
+    free(q->ring);
+    free(q);
+}
+
+/* Appends *job. Caller holds q->lock; the queue is open and not full. */
+static void append(struct cr_job_queue *q, const struct cr_job *job)
+{
+    size_t tail;
+
+    cr_mutex_assert_held(&q->lock);
+    assert(!q->closed && q->len < q->capacity);
+    tail = q->head + q->len;
+    if (tail >= q->capacity)
+        tail -= q->capacity;
+    q->ring[tail] = *job;
+    __atomic_store_n(&q->len, q->len + 1, __ATOMIC_RELAXED);
+    if (q->consumers_waiting > 0)
+        signal_one(&q->not_empty);
+}
+
+/* Removes the oldest job into *out. Caller holds q->lock; the queue is not
+ * empty. */
+static void take(struct cr_job_queue *q, struct cr_job *out)
+{
+    cr_mutex_assert_held(&q->lock);
+    assert(q->len > 0);
+    *out = q->ring[q->head];
+    q->head = q->head + 1 == q->capacity ? 0 : q->head + 1;
+    __atomic_store_n(&q->len, q->len - 1, __ATOMIC_RELAXED);
+    if (q->producers_waiting > 0)
+        signal_one(&q->not_full);
+}
+
+int cr__job_queue_push(struct cr_job_queue *q, const struct cr_job *job)
+{
+    int err = 0;
+
+    cr_mutex_lock(&q->lock);
+    while (!q->closed && q->len == q->capacity) {
+        q->producers_waiting++;
+        wait_on(q, &q->not_full);
+        q->producers_waiting--;
+    }
+    if (q->closed)
+        err = -EPIPE;
+    else
+        append(q, job);
+    cr_mutex_unlock(&q->lock);
+    return err;
+}
+
+int cr__job_queue_try_push(struct cr_job_queue *q, const struct cr_job *job)
+{
+    int err = 0;
+
+    cr_mutex_lock(&q->lock);
+    if (q->closed)
+        err = -EPIPE;
+    else if (q->len == q->capacity)
+        err = -EAGAIN;
+    else
+        append(q, job);
+    cr_mutex_unlock(&q->lock);
+    return err;
+}
+
+int cr__job_queue_pop(struct cr_job_queue *q, struct cr_job *out)
+{
+    int err = 0;
+
+    cr_mutex_lock(&q->lock);
+    while (!q->closed && q->len == 0) {
+        q->consumers_waiting++;
+        wait_on(q, &q->not_empty);
+        q->consumers_waiting--;
+    }
+    /* Closed: what is left is still handed out, so no job is lost. */
+    if (q->len > 0)
+        take(q, out);
+    else
+        err = -EPIPE;
+    cr_mutex_unlock(&q->lock);
+    return err;
+}
+
+int cr__job_queue_try_pop(struct cr_job_queue *q, struct cr_job *out)
+{
+    int err = 0;
+
+    cr_mutex_lock(&q->lock);
+    if (q->len > 0)
+        take(q, out);
+    else
+        err = q->closed ? -EPIPE : -EAGAIN;
+    cr_mutex_unlock(&q->lock);
+    return err;
+}
+
+void cr__job_queue_close(struct cr_job_queue *q)
+{
+    cr_mutex_lock(&q->lock);
+    if (!q->closed) {
+        q->closed = true;
+        signal_all(&q->not_empty);
+        signal_all(&q->not_full);
+    }
+    cr_mutex_unlock(&q->lock);
+}
+
+bool cr__job_queue_is_closed(struct cr_job_queue *q)
+{
+    bool closed;
+
+    cr_mutex_lock(&q->lock);
+    closed = q->closed;
+    cr_mutex_unlock(&q->lock);
+    return closed;
+}
+
+size_t cr__job_queue_depth(const struct cr_job_queue *q)
+{
+    /* Pairs with the relaxed stores in append and take: a count, no data. */
+    return __atomic_load_n(&q->len, __ATOMIC_RELAXED);
+}
+
+size_t cr__job_queue_capacity(const struct cr_job_queue *q)
+{
+    return q->capacity;
+}
