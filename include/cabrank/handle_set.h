@@ -9,11 +9,16 @@
  *   and then stays disarmed (still registered) until cr_handle_set_modify()
  *   re-arms it.
  * - Hang-up and error are always reported (CR_EV_HUP, CR_EV_ERR), even with an
- *   empty interest mask, as epoll does.
+ *   empty interest mask, as epoll does - except by select, which cannot see
+ *   them apart from readiness: it reports a hang-up or error as READ (or
+ *   WRITE) on a handle that has that interest, and nothing on a handle with
+ *   an empty interest.
  * - add/modify/remove may be called from any thread while another thread waits;
  *   after remove returns, no later wait reports that handle, and a handle added
  *   while a thread waits is watched by that wait.
  * - wait retries EINTR with the remaining timeout.
+ * - Remove a handle before closing it. epoll forgets a closed fd by itself;
+ *   poll and select keep the registration and report CR_EV_ERR for it.
  */
 #ifndef CABRANK_HANDLE_SET_H
 #define CABRANK_HANDLE_SET_H
