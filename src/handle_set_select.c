@@ -1,13 +1,10 @@
 /*
  * handle_set_select.c - the select(2) backend, for comparison with poll and
  * epoll and for systems that have nothing better. Like the poll backend it
- * keeps the registrations itself: a table indexed by fd (grown on demand by
- * add) under one mutex. Each wait fills fd_sets owned by the waiting thread
- * from the armed entries, selects without the lock, then translates the
- * results under the lock, dropping any whose registration changed meanwhile.
- * An eventfd in the read set wakes the waiter both for cr_handle_set_wake()
- * and after add/modify/remove, so the waiter rebuilds its sets and a handle
- * added while it waits is watched by that wait.
+ * leaves the registrations and the wait to the shared table
+ * (handle_set_table.c); this file turns a snapshot of the armed entries into
+ * fd_sets owned by the waiting thread, selects on them, and reads the results
+ * with FD_ISSET. The table's eventfd is in the read set.
  *
  * An fd_set holds only fds below FD_SETSIZE: add refuses others with -EINVAL
  * and never FD_SETs them (that would write past the set).
@@ -26,312 +23,93 @@
  *   readfds to see a hang-up would also report it readable, on every wait,
  *   whenever data waits unread.
  *
- * Lock order: s->lock is a leaf; nothing else is locked while it is held.
- * Any thread calls add/modify/remove/wake; one thread at a time calls wait.
+ * Lock order: the table's lock is a leaf; nothing else is locked while it is
+ * held. Any thread calls add/modify/remove/wake; one thread at a time calls
+ * wait.
  */
-#include "handle_set_internal.h"
-
-#include "os/sync_internal.h"
+#include "handle_set_table_internal.h"
 
 #include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/eventfd.h>
 #include <sys/select.h>
-#include <unistd.h>
-
-/* First size of the registration table; it doubles from there as fds need. */
-#define SELECT_TABLE_MIN 64
-
-/* One registration. Every add/modify/remove bumps gen, so a waiter can tell
- * whether the entry it selected on is still the one in the table. */
-struct select_reg {
-    uint32_t tag;
-    uint32_t gen;
-    unsigned interest;
-    unsigned flags;
-    bool registered;
-    /* False once a one-shot handle has been reported, until modify. */
-    bool armed;
-};
 
 struct select_set {
-    struct cr_handle_set base;
-    /* Immutable after open; below FD_SETSIZE. */
-    int wakefd;
-
-    struct cr_mutex lock;
-    /* Protected by lock. */
-    struct select_reg *regs; /* indexed by fd; cap entries, cap <= FD_SETSIZE */
-    size_t cap;
-    /* True between building the fd_sets and translating their results; a
-     * change to the table then writes wakefd so the waiter rebuilds. */
-    bool waiting;
-
-    /* Set by cr_handle_set_wake() before it writes wakefd (release), taken
-     * by the waiter with an acquire exchange, so a wait returns early only for
-     * an explicit wake-up and simply rebuilds after a table change. */
-    int wake_pending;
-
-    /* Owned by the waiting thread (one at a time, by contract). gens[fd] is
-     * the gen of fd's entry when the sets were built; nfds is select's first
-     * argument. */
+    struct cr_hs_table table; /* its wakefd is below FD_SETSIZE */
+    /* Owned by the waiting thread (one at a time, by contract). A slot is an
+     * fd; nfds is select's first argument and the number of slots. want_rd
+     * and want_wr keep what was asked, which select overwrites. */
     fd_set rd;
     fd_set wr;
     fd_set ex;
-    uint32_t gens[FD_SETSIZE];
+    fd_set want_rd;
+    fd_set want_wr;
     int nfds;
-    /* fd where translation starts: just past the last one reported, so a
-     * small max does not starve the fds after it. */
-    int rotor;
 };
 
-/* The entry of a registered fd, or NULL. Caller holds s->lock. */
-static struct select_reg *find_reg(struct select_set *s, int fd)
+/* Snapshot hook: fills the waiter's fd_sets from the armed entries. Returns
+ * the number of slots, nfds. Caller holds the table lock. */
+static int build_fd_sets(struct cr_hs_table *t)
 {
-    cr_mutex_assert_held(&s->lock);
-    if ((size_t)fd >= s->cap || !s->regs[fd].registered)
-        return NULL;
-    return &s->regs[fd];
-}
+    struct select_set *s = (struct select_set *)t;
+    unsigned interest;
 
-/* Makes the table hold fd, which is below FD_SETSIZE. Caller holds s->lock. */
-static int grow_table(struct select_set *s, int fd)
-{
-    size_t cap = s->cap < SELECT_TABLE_MIN ? SELECT_TABLE_MIN : s->cap;
-    struct select_reg *regs;
-
-    cr_mutex_assert_held(&s->lock);
-    assert(fd < FD_SETSIZE);
-    if ((size_t)fd < s->cap)
-        return 0;
-    while (cap <= (size_t)fd)
-        cap *= 2;
-    if (cap > FD_SETSIZE)
-        cap = FD_SETSIZE;
-    regs = realloc(s->regs, cap * sizeof(*regs));
-    if (regs == NULL)
-        return -ENOMEM;
-    memset(regs + s->cap, 0, (cap - s->cap) * sizeof(*regs));
-    s->regs = regs;
-    s->cap = cap;
-    return 0;
-}
-
-static void write_wakefd(struct select_set *s)
-{
-    uint64_t one = 1;
-
-    /* Fails only when the counter is saturated, which is a wake-up already. */
-    if (write(s->wakefd, &one, sizeof(one)) < 0)
-        return;
-}
-
-static void drain_wakefd(struct select_set *s)
-{
-    uint64_t v;
-
-    /* EAGAIN only: the wake-up was consumed by an earlier read. */
-    if (read(s->wakefd, &v, sizeof(v)) < 0)
-        return;
-}
-
-/* Ends a table change: unlocks and, if a thread is selecting on sets built
- * from the old table, makes it rebuild. Caller holds s->lock. */
-static void unlock_changed(struct select_set *s)
-{
-    bool waiting = s->waiting;
-
-    cr_mutex_unlock(&s->lock);
-    if (waiting)
-        write_wakefd(s);
-}
-
-static int select_set_open(struct cr_handle_set **out)
-{
-    struct select_set *s;
-    int err;
-
-    s = calloc(1, sizeof(*s));
-    if (s == NULL)
-        return -ENOMEM;
-    s->base.ops = &cr__handle_set_select_ops;
-    s->wakefd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->wakefd < 0) {
-        err = -errno;
-        goto out_free;
-    }
-    /* The lowest free fd is already this high: no fd_set can hold it. */
-    if (s->wakefd >= FD_SETSIZE) {
-        err = -EMFILE;
-        goto out_close_wakefd;
-    }
-    err = cr_mutex_init(&s->lock);
-    if (err < 0)
-        goto out_close_wakefd;
-    *out = &s->base;
-    return 0;
-
-out_close_wakefd:
-    close(s->wakefd);
-out_free:
-    free(s);
-    return err;
-}
-
-static void select_set_close(struct cr_handle_set *hs)
-{
-    struct select_set *s = (struct select_set *)hs;
-
-    cr_mutex_fini(&s->lock);
-    close(s->wakefd);
-    free(s->regs);
-    free(s);
-}
-
-static int select_set_add(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags,
-                          uint32_t tag)
-{
-    struct select_set *s = (struct select_set *)hs;
-    struct select_reg *r;
-    int err;
-
-    if (fd >= FD_SETSIZE)
-        return -EINVAL;
-    if (fd == s->wakefd)
-        return -EEXIST; /* ours, never the caller's */
-    cr_mutex_lock(&s->lock);
-    if (find_reg(s, fd) != NULL) {
-        cr_mutex_unlock(&s->lock);
-        return -EEXIST;
-    }
-    err = grow_table(s, fd);
-    if (err < 0) {
-        cr_mutex_unlock(&s->lock);
-        return err;
-    }
-    r = &s->regs[fd];
-    r->tag = tag;
-    r->gen++;
-    r->interest = interest;
-    r->flags = flags;
-    r->registered = true;
-    r->armed = true;
-    unlock_changed(s);
-    return 0;
-}
-
-static int select_set_modify(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags,
-                             uint32_t tag)
-{
-    struct select_set *s = (struct select_set *)hs;
-    struct select_reg *r;
-
-    cr_mutex_lock(&s->lock);
-    r = find_reg(s, fd);
-    if (r == NULL) {
-        cr_mutex_unlock(&s->lock);
-        return -ENOENT;
-    }
-    r->tag = tag;
-    r->gen++;
-    r->interest = interest;
-    r->flags = flags;
-    r->armed = true;
-    unlock_changed(s);
-    return 0;
-}
-
-static int select_set_remove(struct cr_handle_set *hs, int fd)
-{
-    struct select_set *s = (struct select_set *)hs;
-    struct select_reg *r;
-
-    cr_mutex_lock(&s->lock);
-    r = find_reg(s, fd);
-    if (r == NULL) {
-        cr_mutex_unlock(&s->lock);
-        return -ENOENT;
-    }
-    r->gen++;
-    r->registered = false;
-    r->armed = false;
-    unlock_changed(s);
-    return 0;
-}
-
-/* Fills the waiter's fd_sets from the armed entries and marks the set as being
- * waited on. Caller holds s->lock. */
-static void build_fd_sets(struct select_set *s)
-{
-    cr_mutex_assert_held(&s->lock);
+    cr_mutex_assert_held(&t->lock);
     FD_ZERO(&s->rd);
     FD_ZERO(&s->wr);
     FD_ZERO(&s->ex);
-    FD_SET(s->wakefd, &s->rd);
-    s->nfds = s->wakefd + 1;
-    /* cap <= FD_SETSIZE, so every fd here fits an fd_set. */
-    for (size_t i = 0; i < s->cap; i++) {
-        const struct select_reg *r = &s->regs[i];
-        int fd = (int)i;
-
-        if (!r->registered || !r->armed || r->interest == 0)
+    FD_SET(t->wakefd, &s->rd);
+    s->nfds = t->wakefd + 1;
+    for (int fd = -1; (fd = cr__hs_table_snapshot_next(t, fd, &interest)) >= 0;) {
+        /* add refused every fd >= FD_SETSIZE, so every fd here fits an fd_set. */
+        assert(fd < FD_SETSIZE);
+        if (interest == 0)
             continue;
-        if (r->interest & CR_EV_READ) {
+        if (interest & CR_EV_READ) {
             FD_SET(fd, &s->rd);
             FD_SET(fd, &s->ex);
         }
-        if (r->interest & CR_EV_WRITE)
+        if (interest & CR_EV_WRITE)
             FD_SET(fd, &s->wr);
-        s->gens[fd] = r->gen;
         if (fd >= s->nfds)
             s->nfds = fd + 1;
     }
-    s->waiting = true;
+    return s->nfds;
 }
 
-/* Fills *ev for fd if its registration is the one selected on and armed, and
- * disarms it if one-shot. Returns the number of events filled, 1 or 0.
- * Caller holds s->lock. */
-static int report(struct select_set *s, int fd, unsigned events, struct cr_handle_event *ev)
+static int select_fd_sets(struct cr_hs_table *t, int timeout_ms, bool *wakefd_ready)
 {
-    struct select_reg *r = find_reg(s, fd);
+    struct select_set *s = (struct select_set *)t;
+    struct timeval tv;
+    struct timeval *tvp = NULL;
+    int n;
 
-    cr_mutex_assert_held(&s->lock);
-    if (r == NULL || r->gen != s->gens[fd] || !r->armed)
-        return 0;
-    ev->fd = fd;
-    ev->events = events;
-    ev->tag = r->tag;
-    if (r->flags & CR_HS_ONESHOT)
-        r->armed = false;
-    return 1;
-}
-
-/* Turns select's results into events, at most max, skipping entries that were
- * removed, changed or disarmed while the lock was free. Caller holds s->lock. */
-static int translate(struct select_set *s, struct cr_handle_event *evs, int max)
-{
-    int start = s->rotor % s->nfds;
-    int out = 0;
-
-    cr_mutex_assert_held(&s->lock);
-    for (int k = 0; k < s->nfds && out < max; k++) {
-        int fd = (start + k) % s->nfds;
-        unsigned events = 0;
-
-        if (fd == s->wakefd)
-            continue;
-        if (FD_ISSET(fd, &s->rd) || FD_ISSET(fd, &s->ex))
-            events |= CR_EV_READ;
-        if (FD_ISSET(fd, &s->wr))
-            events |= CR_EV_WRITE;
-        if (events != 0 && report(s, fd, events, &evs[out])) {
-            out++;
-            s->rotor = fd + 1;
-        }
+    /* select clears what is not ready; keep what was asked for EBADF. */
+    s->want_rd = s->rd;
+    s->want_wr = s->wr;
+    if (timeout_ms >= 0) {
+        tv.tv_sec = timeout_ms / 1000;
+        tv.tv_usec = (timeout_ms % 1000) * 1000;
+        tvp = &tv;
     }
-    return out;
+    n = select(s->nfds, &s->rd, &s->wr, &s->ex, tvp);
+    if (n < 0)
+        return -errno;
+    *wakefd_ready = FD_ISSET(t->wakefd, &s->rd);
+    return n;
+}
+
+static unsigned read_fd_sets(struct cr_hs_table *t, size_t slot, int *fd)
+{
+    struct select_set *s = (struct select_set *)t;
+    unsigned events = 0;
+
+    *fd = (int)slot;
+    if (*fd == t->wakefd)
+        return 0;
+    if (FD_ISSET(*fd, &s->rd) || FD_ISSET(*fd, &s->ex))
+        events |= CR_EV_READ;
+    if (FD_ISSET(*fd, &s->wr))
+        events |= CR_EV_WRITE;
+    return events;
 }
 
 /*
@@ -340,105 +118,65 @@ static int translate(struct select_set *s, struct cr_handle_event *evs, int max)
  * this reports nothing. If it is still registered, the caller closed it without
  * remove; it is reported as CR_EV_ERR on every wait, like POLLNVAL, until
  * removed. Returns the events filled, or -EBADF if our own eventfd is gone.
- * Caller holds s->lock.
+ * Caller holds the table lock.
  */
-static int report_closed(struct select_set *s, struct cr_handle_event *evs, int max)
+static int report_closed(struct cr_hs_table *t, struct cr_handle_event *evs, int max)
 {
+    struct select_set *s = (struct select_set *)t;
     int out = 0;
 
-    cr_mutex_assert_held(&s->lock);
-    if (fcntl(s->wakefd, F_GETFD) < 0)
+    cr_mutex_assert_held(&t->lock);
+    if (fcntl(t->wakefd, F_GETFD) < 0)
         return -EBADF;
     for (int fd = 0; fd < s->nfds && out < max; fd++) {
-        if (fd == s->wakefd || (!FD_ISSET(fd, &s->rd) && !FD_ISSET(fd, &s->wr)))
+        if (fd == t->wakefd || (!FD_ISSET(fd, &s->want_rd) && !FD_ISSET(fd, &s->want_wr)))
             continue;
         if (fcntl(fd, F_GETFD) < 0)
-            out += report(s, fd, CR_EV_ERR, &evs[out]);
+            out += cr__hs_table_report(t, fd, CR_EV_ERR, &evs[out]);
     }
     return out;
 }
 
-static int select_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
-                           int timeout_ms)
+static const struct cr_hs_table_hooks select_hooks = {
+    .snapshot = build_fd_sets,
+    .wait = select_fd_sets,
+    .ready = read_fd_sets,
+    .report_closed = report_closed,
+};
+
+static int select_set_open(struct cr_handle_set **out)
 {
-    struct select_set *s = (struct select_set *)hs;
-    uint64_t deadline = cr__handle_set_deadline(timeout_ms);
+    struct cr_handle_set *hs;
+    int err;
 
-    for (;;) {
-        struct timeval tv;
-        struct timeval *tvp = NULL;
-        fd_set want_rd;
-        fd_set want_wr;
-        int ms;
-        int n;
-        int out;
-        int err;
-        bool woken;
-
-        cr_mutex_lock(&s->lock);
-        build_fd_sets(s);
-        cr_mutex_unlock(&s->lock);
-        /* select clears what is not ready; keep what was asked for EBADF. */
-        want_rd = s->rd;
-        want_wr = s->wr;
-        /* A wake-up that came before this select: look, but do not block.
-         * Pairs with the release store in select_set_wake(). */
-        woken = __atomic_exchange_n(&s->wake_pending, 0, __ATOMIC_ACQUIRE);
-        ms = woken ? 0 : cr__handle_set_remaining_ms(timeout_ms, deadline);
-        if (ms >= 0) {
-            tv.tv_sec = ms / 1000;
-            tv.tv_usec = (ms % 1000) * 1000;
-            tvp = &tv;
-        }
-        n = select(s->nfds, &s->rd, &s->wr, &s->ex, tvp);
-        err = n < 0 ? -errno : 0;
-        if (n > 0 && FD_ISSET(s->wakefd, &s->rd)) {
-            drain_wakefd(s);
-            /* Pairs with the release store in select_set_wake(). */
-            woken |= __atomic_exchange_n(&s->wake_pending, 0, __ATOMIC_ACQUIRE);
-        }
-        cr_mutex_lock(&s->lock);
-        s->waiting = false;
-        out = 0;
-        if (n > 0) {
-            out = translate(s, evs, max);
-        } else if (err == -EBADF) {
-            s->rd = want_rd;
-            s->wr = want_wr;
-            out = report_closed(s, evs, max);
-        }
-        cr_mutex_unlock(&s->lock);
-        if (err == -EINTR || err == -EBADF) {
-            /* out: events, -EBADF, or 0 after a wake-up, which ends the wait. */
-            if (out != 0 || woken)
-                return out;
-            continue;
-        }
-        if (err < 0)
-            return err;
-        /* n > 0 with nothing to report: a table change woke us, or every
-         * result belonged to a changed registration. Select on the new table. */
-        if (out > 0 || woken || n == 0)
-            return out;
+    err = cr__hs_table_open(&hs, sizeof(struct select_set), &cr__handle_set_select_ops,
+                            &select_hooks);
+    if (err < 0)
+        return err;
+    /* The lowest free fd is already this high: no fd_set can hold it. */
+    if (((struct cr_hs_table *)hs)->wakefd >= FD_SETSIZE) {
+        cr__hs_table_close(hs);
+        return -EMFILE;
     }
+    *out = hs;
+    return 0;
 }
 
-static void select_set_wake(struct cr_handle_set *hs)
+static int select_set_add(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags,
+                          uint32_t tag)
 {
-    struct select_set *s = (struct select_set *)hs;
-
-    /* Pairs with the acquire exchanges in select_set_wait(). */
-    __atomic_store_n(&s->wake_pending, 1, __ATOMIC_RELEASE);
-    write_wakefd(s);
+    if (fd >= FD_SETSIZE)
+        return -EINVAL;
+    return cr__hs_table_add(hs, fd, interest, flags, tag);
 }
 
 const struct cr_handle_set_ops cr__handle_set_select_ops = {
     .name = "select",
     .open = select_set_open,
-    .close = select_set_close,
+    .close = cr__hs_table_close,
     .add = select_set_add,
-    .modify = select_set_modify,
-    .remove = select_set_remove,
-    .wait = select_set_wait,
-    .wake = select_set_wake,
+    .modify = cr__hs_table_modify,
+    .remove = cr__hs_table_remove,
+    .wait = cr__hs_table_wait,
+    .wake = cr__hs_table_wake,
 };
