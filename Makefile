@@ -144,7 +144,7 @@ tsan: tsan-all
 # ---------------------------------------------------------------- run, test
 .PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
 run: all
-	@echo "cabrank: echo server on $(RUN_ADDR) (Ctrl-C stops it); try: nc $(subst :, ,$(RUN_ADDR))"
+	@echo "cabrank: echo server on $(RUN_ADDR) (Ctrl-C stops it)"
 	exec $(BUILD)/examples/reactor_echo --listen $(RUN_ADDR)
 
 test: deps-test
