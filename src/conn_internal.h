@@ -31,12 +31,22 @@ struct cr__conn_config {
     uint64_t idle_timeout_ms;
     uint64_t send_timeout_ms;
     size_t output_high_water;
+    /* Server-wide counters the driver adds its bytes to (relaxed atomics, once
+     * per cr__conn_handle call); NULL: none. Borrowed. */
+    uint64_t *bytes_in;
+    uint64_t *bytes_out;
 };
 
-/* Takes fd (non-blocking socket). Calls svc->open. -errno (fd closed). */
+/*
+ * Takes fd (non-blocking socket). Calls svc->open; what open queues is sent
+ * at once where the socket takes it, the rest at the first cr__conn_handle.
+ * The model then waits for CR__CONN_READ. -errno (fd closed; svc->close is
+ * not called when open refused). Worker 0 until the first handle call.
+ */
 int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *cfg);
 
-/* Calls svc->close, closes the fd, releases every queued segment. NULL-safe. */
+/* Releases every queued segment (its release callback runs), then calls
+ * svc->close and closes the fd. NULL-safe. */
 void cr__conn_destroy(struct cr_conn *c);
 
 int cr__conn_fd(const struct cr_conn *c);
@@ -48,10 +58,18 @@ int cr__conn_fd(const struct cr_conn *c);
  */
 enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned worker);
 
+/* *stop values for cr__conn_serve_blocking. */
+#define CR__CONN_STOP_GRACEFUL 1 /* return once nothing is in flight */
+#define CR__CONN_STOP_NOW      2 /* return at the next wake-up */
+
 /*
  * Serves the connection to its end with blocking waits (poll with the
- * deadline) on the calling thread: the tpc model. Returns when it is to be
- * closed.
+ * deadline; the socket stays non-blocking) on the calling thread: the tpc
+ * model. Returns when it is to be closed: the peer left, the service closed
+ * it, an error, a deadline passed, or *stop was set (read with relaxed
+ * atomics, at least every 100 ms): CR__CONN_STOP_NOW returns at once, any
+ * other nonzero value once the connection is idle (a request in flight is
+ * answered first). The caller then destroys it.
  */
 void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile int *stop);
 

@@ -1,0 +1,76 @@
+/*
+ * model_reactive_internal.h - connections served by event handlers on one or
+ * more cr_reactors: what the reactor and lf models share (src/model_reactive.c).
+ * It accepts (one cr_acceptor per reactor and listener; a connection stays
+ * on the reactor that accepted it), registers each connection one-shot, runs
+ * cr__conn_handle on its events and re-arms it, keeps a timer per connection
+ * for its deadline, enforces max_connections by pausing the acceptors, and
+ * carries out graceful and immediate stops. The model only decides which
+ * threads wait in the reactors (one thread, or a Leader/Followers pool).
+ * Library-internal.
+ *
+ * Threads: handlers of different connections may run concurrently on any
+ * threads that dispatch the reactors' events; one-shot registration keeps
+ * each connection to one thread at a time.
+ */
+#ifndef CABRANK_MODEL_REACTIVE_INTERNAL_H
+#define CABRANK_MODEL_REACTIVE_INTERNAL_H
+
+#include <cabrank/reactor.h>
+
+#include "model_internal.h"
+
+struct cr__reactive;
+
+/* Default bound of a graceful stop: busy connections still open after it
+ * are closed. */
+#define CR__REACTIVE_GRACE_MS 5000
+
+struct cr__reactive_config {
+    const struct cr_model_env *env;     /* borrowed */
+    struct cr_reactor *const *reactors; /* borrowed; must outlive the set */
+    unsigned nreactors;                 /* >= 1 */
+    /* Index of the worker on the calling thread, for cr_conn_worker(); NULL:
+     * always 0. Called from handlers. */
+    unsigned (*worker)(void *arg);
+    /*
+     * A stop is complete: at once for an immediate stop; for a graceful one
+     * when the last connection closed or the grace period ran out. Called
+     * once, on any thread (a handler's, a timer's, or cr__reactive_stop's
+     * caller), with no lock of the set held. The model then makes its
+     * threads leave the reactors.
+     */
+    void (*stopped)(void *arg);
+    void *arg;
+    uint64_t grace_ms; /* 0: CR__REACTIVE_GRACE_MS */
+};
+
+/*
+ * Creates the set and its acceptors (accepting starts once a thread waits
+ * in the reactors). -EINVAL, -ENOMEM, -errno of cr_acceptor_create. *out
+ * returns owned. Before start only.
+ */
+CR_MUST_CHECK int cr__reactive_create(struct cr__reactive **out,
+                                      const struct cr__reactive_config *cfg);
+
+/*
+ * Stops accepting. Graceful: closes idle connections now and the others as
+ * they become idle, within the grace period; immediate: calls stopped() at
+ * once, and the connections are closed by cr__reactive_destroy. Returns at
+ * once; a second call may turn a graceful stop into an immediate one.
+ * Thread-safe.
+ */
+void cr__reactive_stop(struct cr__reactive *rs, bool graceful);
+
+/* Connections open now. Thread-safe. */
+unsigned cr__reactive_connections(const struct cr__reactive *rs);
+
+/*
+ * Destroys the acceptors, closes every connection still open (their timers
+ * cancelled) and frees the set; NULL-safe. No thread may be dispatching the
+ * reactors' events any more (after the model joined its threads, or before
+ * it started them).
+ */
+void cr__reactive_destroy(struct cr__reactive *rs);
+
+#endif /* CABRANK_MODEL_REACTIVE_INTERNAL_H */

@@ -1,0 +1,414 @@
+/*
+ * server.c - cr_server: normalises the configuration, opens the listeners,
+ * picks the concurrency model by name and forwards the lifecycle to it
+ * (model_internal.h); cr_server_run adds the signal handling of a daemon.
+ * Called by applications on their main thread; stop and stats from any
+ * thread. Owns the listeners it opened, a copy of the configuration, the
+ * model and the server-wide counters the model updates.
+ */
+#include <cabrank/clock.h>
+#include <cabrank/handle_set.h>
+#include <cabrank/listener.h>
+#include <cabrank/log.h>
+#include <cabrank/server.h>
+
+#include "model_internal.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_LISTEN          "127.0.0.1:8080"
+#define DEFAULT_MODEL           "lf"
+#define DEFAULT_BACKLOG         511
+#define DEFAULT_PROMOTION       "lifo"
+#define DEFAULT_QUEUE_SIZE      1024
+#define DEFAULT_MAX_CONNECTIONS 10000
+#define DEFAULT_TIMEOUT_MS      60000
+#define DEFAULT_HIGH_WATER      (256 * 1024)
+#define TPC_MAX_THREADS         1024
+/* cr_server_run looks for a stop made by another thread this often. */
+#define RUN_POLL_MS 200
+
+static const struct cr_model_ops *const models[] = {
+    &cr__model_reactor_ops,
+    &cr__model_lf_ops,
+    &cr__model_hshr_ops,
+    &cr__model_tpc_ops,
+};
+#define NMODELS (sizeof(models) / sizeof(models[0]))
+
+static const char *const model_names[NMODELS + 1] = {"reactor", "lf", "hshr", "tpc", NULL};
+
+static const char *const role_names[CR_ROLE_COUNT] = {
+    [CR_ROLE_IDLE] = "idle",         [CR_ROLE_LEADER] = "leader",
+    [CR_ROLE_FOLLOWER] = "follower", [CR_ROLE_PROCESSING] = "processing",
+    [CR_ROLE_LISTENER] = "listener", [CR_ROLE_STOPPED] = "stopped",
+};
+
+enum server_state {
+    STATE_CREATED = 0,
+    STATE_STARTED,
+    STATE_WAITED,
+};
+
+struct cr_server {
+    /* Immutable after create. */
+    struct cr_server_config cfg; /* normalised; strings owned or static */
+    char *backend;
+    char *promotion;
+    const struct cr_service *svc;
+    const struct cr_model_ops *ops;
+    struct cr_model *model;
+    int listen_fds[CR_SERVER_MAX_LISTEN];
+    bool owns_fd[CR_SERVER_MAX_LISTEN];
+    unsigned nlisten;
+    struct cr_model_env env;
+
+    /* Owner thread only. */
+    enum server_state state;
+
+    /* Atomic: uptime origin, written by start (release), read by stats. */
+    uint64_t start_ns;
+    /* Atomic: a stop was requested (cr_server_run polls it). */
+    int stop_requested;
+    /* Counters the model updates; relaxed atomics. */
+    uint64_t accepted;
+    uint64_t open_connections;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+};
+
+const char *cr_role_name(enum cr_role role)
+{
+    if ((unsigned)role >= CR_ROLE_COUNT)
+        return "unknown";
+    return role_names[role];
+}
+
+const char *const *cr_server_models(void)
+{
+    return model_names;
+}
+
+static const struct cr_model_ops *find_model(const char *name)
+{
+    for (size_t i = 0; i < NMODELS; i++) {
+        if (strcmp(models[i]->name, name) == 0)
+            return models[i];
+    }
+    return NULL;
+}
+
+static int cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+    return n > 0 ? (int)n : 1;
+}
+
+/* Fills in the defaults server.h documents. -EINVAL for impossible values. */
+static int normalise(struct cr_server *s, const struct cr_server_config *in)
+{
+    struct cr_server_config *c = &s->cfg;
+    bool is_tpc;
+
+    *c = *in;
+    if (c->backlog < 0 || c->threads < 0 || c->groups < 0 || c->queue_size < 0 ||
+        c->max_connections < 0)
+        return -EINVAL;
+    s->ops = find_model(c->model != NULL ? c->model : DEFAULT_MODEL);
+    if (s->ops == NULL)
+        return -EINVAL;
+    c->model = s->ops->name;
+    is_tpc = strcmp(c->model, "tpc") == 0;
+    if (c->backlog == 0)
+        c->backlog = DEFAULT_BACKLOG;
+    if (c->threads == 0)
+        c->threads = is_tpc ? TPC_MAX_THREADS : cpu_count();
+    if (is_tpc && c->threads > TPC_MAX_THREADS)
+        c->threads = TPC_MAX_THREADS;
+    if (c->groups == 0)
+        c->groups = 1;
+    if (c->queue_size == 0)
+        c->queue_size = DEFAULT_QUEUE_SIZE;
+    if (c->max_connections == 0)
+        c->max_connections = DEFAULT_MAX_CONNECTIONS;
+    if (c->idle_timeout_ms == 0)
+        c->idle_timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (c->send_timeout_ms == 0)
+        c->send_timeout_ms = DEFAULT_TIMEOUT_MS;
+    if (c->output_high_water == 0)
+        c->output_high_water = DEFAULT_HIGH_WATER;
+    /* Copies: the caller's strings need not outlive create. */
+    s->backend = strdup(c->backend != NULL ? c->backend : cr_handle_set_backends()[0]);
+    if (s->backend == NULL)
+        return -ENOMEM;
+    c->backend = s->backend;
+    if (strcmp(c->model, "lf") == 0) {
+        s->promotion = strdup(c->promotion != NULL ? c->promotion : DEFAULT_PROMOTION);
+        if (s->promotion == NULL)
+            return -ENOMEM;
+    }
+    c->promotion = s->promotion;
+    memset(c->listen, 0, sizeof(c->listen));
+    return 0;
+}
+
+/* Opens the configured listeners, or adopts the inherited ones. */
+static int open_listeners(struct cr_server *s, const struct cr_server_config *in)
+{
+    for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
+        if (in->listen_fds[i] > 0) {
+            s->listen_fds[s->nlisten++] = in->listen_fds[i];
+            continue;
+        }
+        if (in->listen[i] != NULL) {
+            struct cr_listener_config lc = {.address = in->listen[i], .backlog = s->cfg.backlog};
+            int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
+
+            if (err < 0) {
+                CR_LOG(CR_LOG_ERROR, "listening on %s: %s", in->listen[i], strerror(-err));
+                return err;
+            }
+            s->owns_fd[s->nlisten++] = true;
+        }
+    }
+    if (s->nlisten == 0) {
+        struct cr_listener_config lc = {.address = DEFAULT_LISTEN, .backlog = s->cfg.backlog};
+        int err = cr_listener_open(&s->listen_fds[0], &lc);
+
+        if (err < 0) {
+            CR_LOG(CR_LOG_ERROR, "listening on %s: %s", DEFAULT_LISTEN, strerror(-err));
+            return err;
+        }
+        s->owns_fd[s->nlisten++] = true;
+    }
+    return 0;
+}
+
+static void close_listeners(struct cr_server *s)
+{
+    for (unsigned i = 0; i < s->nlisten; i++) {
+        if (s->owns_fd[i])
+            close(s->listen_fds[i]);
+    }
+    s->nlisten = 0;
+}
+
+int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
+                     const struct cr_service *svc)
+{
+    struct cr_server *s;
+    int err;
+
+    *out = NULL;
+    if (cfg == NULL || svc == NULL || svc->input == NULL)
+        return -EINVAL;
+    s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->svc = svc;
+    err = normalise(s, cfg);
+    if (err < 0)
+        goto out_free;
+    err = open_listeners(s, cfg);
+    if (err < 0)
+        goto out_close;
+    s->env = (struct cr_model_env){
+        .server = s,
+        .cfg = &s->cfg,
+        .listen_fds = s->listen_fds,
+        .nlisten = s->nlisten,
+        .conn =
+            {
+                .svc = svc,
+                .server = s,
+                .idle_timeout_ms = s->cfg.idle_timeout_ms,
+                .send_timeout_ms = s->cfg.send_timeout_ms,
+                .output_high_water = s->cfg.output_high_water,
+                .bytes_in = &s->bytes_in,
+                .bytes_out = &s->bytes_out,
+            },
+        .accepted = &s->accepted,
+        .open_connections = &s->open_connections,
+        .bytes_in = &s->bytes_in,
+        .bytes_out = &s->bytes_out,
+    };
+    err = s->ops->create(&s->model, &s->env);
+    if (err < 0)
+        goto out_close;
+    *out = s;
+    return 0;
+
+out_close:
+    close_listeners(s);
+out_free:
+    free(s->backend);
+    free(s->promotion);
+    free(s);
+    return err;
+}
+
+/* A write to a connection the peer closed must not kill the process:
+ * sendfile(2) has no MSG_NOSIGNAL. An application's own handler stays. */
+static void ignore_sigpipe(void)
+{
+    struct sigaction old;
+
+    if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO)) {
+        struct sigaction ign = {.sa_handler = SIG_IGN};
+
+        sigemptyset(&ign.sa_mask);
+        (void)sigaction(SIGPIPE, &ign, NULL);
+    }
+}
+
+int cr_server_start(struct cr_server *s)
+{
+    int err;
+
+    if (s->state != STATE_CREATED)
+        return -EINVAL;
+    ignore_sigpipe();
+    __atomic_store_n(&s->start_ns, cr_clock_now_ns(), __ATOMIC_RELEASE);
+    err = s->ops->start(s->model);
+    if (err < 0)
+        return err;
+    s->state = STATE_STARTED;
+    return 0;
+}
+
+void cr_server_stop(struct cr_server *s, bool graceful)
+{
+    /* Relaxed: a flag for cr_server_run's loop; the model synchronises. */
+    __atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
+    s->ops->stop(s->model, graceful);
+}
+
+int cr_server_wait(struct cr_server *s)
+{
+    int err;
+
+    if (s->state != STATE_STARTED)
+        return s->state == STATE_WAITED ? 0 : -EINVAL;
+    err = s->ops->wait(s->model);
+    if (err < 0)
+        return err;
+    s->state = STATE_WAITED;
+    return 0;
+}
+
+/* The signals cr_server_run handles, and SIGPIPE. */
+static void run_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGQUIT);
+    sigaddset(set, SIGHUP);
+    sigaddset(set, SIGUSR1);
+    sigaddset(set, SIGPIPE);
+}
+
+int cr_server_run(struct cr_server *s)
+{
+    const struct timespec poll_ts = {.tv_sec = 0, .tv_nsec = RUN_POLL_MS * 1000000L};
+    const struct timespec zero = {0};
+    sigset_t set;
+    sigset_t old;
+    int err;
+
+    run_signals(&set);
+    /* Blocked before the workers start, so they inherit the mask and the
+     * signals wait for sigtimedwait here. */
+    err = -pthread_sigmask(SIG_BLOCK, &set, &old);
+    if (err < 0)
+        return err;
+    err = cr_server_start(s);
+    if (err < 0)
+        goto out_restore;
+    while (!__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED)) {
+        siginfo_t si;
+        int signo = sigtimedwait(&set, &si, &poll_ts);
+
+        if (signo < 0)
+            continue; /* EAGAIN (timeout) or EINTR */
+        switch (signo) {
+        case SIGTERM:
+        case SIGINT:
+            CR_LOG(CR_LOG_INFO, "signal %d: graceful stop", signo);
+            cr_server_stop(s, true);
+            break;
+        case SIGQUIT:
+            CR_LOG(CR_LOG_INFO, "signal %d: immediate stop", signo);
+            cr_server_stop(s, false);
+            break;
+        case SIGHUP:
+            if (s->cfg.on_hup != NULL)
+                s->cfg.on_hup(s, s->cfg.signal_arg);
+            break;
+        case SIGUSR1:
+            if (s->cfg.on_usr1 != NULL)
+                s->cfg.on_usr1(s, s->cfg.signal_arg);
+            break;
+        default:
+            break; /* SIGPIPE */
+        }
+    }
+    err = cr_server_wait(s);
+out_restore:
+    /* Take what arrived meanwhile, so unblocking does not deliver it. */
+    while (sigtimedwait(&set, NULL, &zero) > 0)
+        ;
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
+void cr_server_destroy(struct cr_server *s)
+{
+    if (s == NULL)
+        return;
+    if (s->state == STATE_STARTED) {
+        s->ops->stop(s->model, false);
+        (void)s->ops->wait(s->model);
+    }
+    s->ops->destroy(s->model);
+    close_listeners(s);
+    free(s->backend);
+    free(s->promotion);
+    free(s);
+}
+
+unsigned cr_server_listeners(const struct cr_server *s)
+{
+    return s->nlisten;
+}
+
+int cr_server_address(const struct cr_server *s, unsigned i, char *buf, size_t len)
+{
+    if (i >= s->nlisten)
+        return -EINVAL;
+    return cr_listener_address(s->listen_fds[i], buf, len);
+}
+
+unsigned cr_server_stats(const struct cr_server *s, struct cr_server_stats *st,
+                         struct cr_worker_stats *workers, unsigned max)
+{
+    uint64_t start = __atomic_load_n(&s->start_ns, __ATOMIC_ACQUIRE);
+
+    memset(st, 0, sizeof(*st));
+    st->model = s->cfg.model;
+    st->promotion = s->cfg.promotion;
+    st->uptime_ns = start != 0 ? cr_clock_now_ns() - start : 0;
+    /* Relaxed: counters, pairing with the models' relaxed updates. */
+    st->accepted = __atomic_load_n(&s->accepted, __ATOMIC_RELAXED);
+    st->open_connections = __atomic_load_n(&s->open_connections, __ATOMIC_RELAXED);
+    st->bytes_in = __atomic_load_n(&s->bytes_in, __ATOMIC_RELAXED);
+    st->bytes_out = __atomic_load_n(&s->bytes_out, __ATOMIC_RELAXED);
+    st->workers = s->ops->stats != NULL ? s->ops->stats(s->model, st, workers, max) : 0;
+    return st->workers;
+}
