@@ -294,7 +294,7 @@ int cr_server_wait(struct cr_server *s)
     int err;
 
     if (s->state != STATE_STARTED)
-        return s->state == STATE_WAITED ? 0 : -EINVAL;
+        return 0; /* never started, or already waited for: no worker runs */
     err = s->ops->wait(s->model);
     if (err < 0)
         return err;

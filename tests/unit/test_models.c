@@ -6,8 +6,9 @@
  * iteration. Covers concurrent clients, pipelining across memory, zero-copy
  * and file output, half-closed and vanishing clients, a slow reader, a
  * blocking handler, the idle timeout, max_connections, graceful stop with a
- * request in flight, protocol errors, counters, and that no connection is
- * ever served by two threads at once.
+ * request in flight, immediate stop, protocol errors, counters, signals
+ * through cr_server_run, and that no connection is ever served by two
+ * threads at once.
  *
  * Every test ends by stopping the server and checking that each connection
  * was closed, every zero-copy segment released and no call overlapped; under
@@ -23,6 +24,7 @@
 #include <check.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -796,6 +798,76 @@ START_TEST(never_serves_a_connection_on_two_threads)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ cr_server_run */
+
+struct run_job {
+    struct cr_server *s;
+    int rc;
+    int hups; /* atomic */
+};
+
+static void on_hup(struct cr_server *s, void *arg)
+{
+    struct run_job *job = arg;
+
+    CR_UNUSED(s);
+    __atomic_fetch_add(&job->hups, 1, __ATOMIC_RELAXED);
+}
+
+static void *run_server(void *arg)
+{
+    struct run_job *job = arg;
+
+    job->rc = cr_server_run(job->s);
+    return NULL;
+}
+
+START_TEST(run_turns_signals_into_callbacks_and_stop)
+{
+    struct fixture f;
+    struct run_job job = {.rc = -1};
+    struct cr_test_client cl;
+    struct cr_server_config cfg = {.on_hup = on_hup, .signal_arg = &job};
+    pthread_t th;
+    char addr[64];
+    uint64_t deadline;
+    int err;
+
+    memset(&f, 0, sizeof(f));
+    f.v = &variants[_i];
+    ck_assert_int_eq(cr_test_line_init(&f.t), 0);
+    cfg.model = f.v->model;
+    cfg.promotion = f.v->promotion;
+    cfg.listen[0] = "127.0.0.1:0";
+    cfg.threads = THREADS;
+    err = cr_server_create(&f.s, &cfg, &f.t.svc);
+    ck_assert_msg(err == 0, "model %s: cr_server_create: %s", f.v->model, strerror(-err));
+    ck_assert_int_eq(cr_server_address(f.s, 0, addr, sizeof(addr)), 0);
+    f.port = (uint16_t)atoi(strrchr(addr, ':') + 1);
+    job.s = f.s;
+    ck_assert_int_eq(pthread_create(&th, NULL, run_server, &job), 0);
+    /* Served means started, and run blocks the signals before it starts. */
+    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    while (cr_test_client_open(&cl, f.port) < 0 && cr_test_now_ms() < deadline)
+        usleep(1000);
+    expect_reply(&cl, "r1 ECHO up", "r1 OK up");
+    /* Thread-directed, so only run's sigtimedwait can take them. */
+    ck_assert_int_eq(pthread_kill(th, SIGHUP), 0);
+    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    while (__atomic_load_n(&job.hups, __ATOMIC_RELAXED) == 0 && cr_test_now_ms() < deadline)
+        usleep(1000);
+    ck_assert_int_eq(__atomic_load_n(&job.hups, __ATOMIC_RELAXED), 1);
+    expect_reply(&cl, "r2 ECHO still up", "r2 OK still up");
+    ck_assert_int_eq(pthread_kill(th, SIGTERM), 0);
+    expect_eof(&cl, tmo(3000));
+    pthread_join(th, NULL);
+    ck_assert_int_eq(job.rc, 0);
+    f.stopped = true;
+    cr_test_client_close(&cl);
+    fx_finish(&f);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ suite */
 
 static void add_variant(const char *model, const char *promotion)
@@ -842,5 +914,6 @@ Suite *models_suite(void)
     add_loop(s, "echo", echo_service_echoes_every_byte);
     add_loop(s, "stats", stats_count_connections_and_bytes);
     add_loop(s, "stress", never_serves_a_connection_on_two_threads);
+    add_loop(s, "run", run_turns_signals_into_callbacks_and_stop);
     return s;
 }
