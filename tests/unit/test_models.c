@@ -445,22 +445,24 @@ START_TEST(blocking_handler_does_not_stall_other_clients)
 }
 END_TEST
 
-START_TEST(closes_idle_connection_after_timeout)
+START_TEST(closes_idle_and_stuck_connections_after_timeouts)
 {
     struct fixture f;
     struct cr_test_client idle;
     struct cr_test_client partial;
     struct cr_test_client busy;
     struct cr_test_client steady;
+    struct cr_test_client late;
+    struct cr_test_client stuck;
     uint64_t t0;
     uint64_t took;
 
-    fx_start_cfg(&f, _i, false, (struct cr_server_config){.idle_timeout_ms = 200});
+    fx_start_cfg(&f, _i, false,
+                 (struct cr_server_config){.idle_timeout_ms = 200, .send_timeout_ms = 200});
     open_client(&f, &idle);
     open_client(&f, &partial);
     open_client(&f, &busy);
     expect_reply(&idle, "i1 ECHO x", "i1 OK x");
-    t0 = cr_test_now_ms();
     ck_assert_int_eq(cr_test_client_send(&partial, "i2 ECHO never ends"), 0);
     /* A handler running longer than the idle timeout is not cut off. */
     expect_reply(&busy, "i3 SLEEP 350", "i3 OK");
@@ -472,15 +474,27 @@ START_TEST(closes_idle_connection_after_timeout)
         expect_reply(&steady, "i4 ECHO alive", "i4 OK alive");
     }
     expect_eof(&idle, tmo(3000));
-    took = cr_test_now_ms() - t0;
-    ck_assert_msg(took >= 150, "closed after %llu ms", (unsigned long long)took);
     expect_eof(&partial, tmo(3000));
     expect_eof(&busy, tmo(3000));
     expect_eof(&steady, tmo(3000));
+    /* Closed when the timeout is up, not before. */
+    open_client(&f, &late);
+    expect_reply(&late, "i5 ECHO last", "i5 OK last");
+    t0 = cr_test_now_ms();
+    expect_eof(&late, tmo(3000));
+    took = cr_test_now_ms() - t0;
+    ck_assert_msg(took >= 150, "closed after %llu ms", (unsigned long long)took);
+    /* A reader that stops reading is dropped once sending stalls for the
+     * send timeout. */
+    open_client(&f, &stuck);
+    expect_reply(&stuck, "i6 BIG 16000000", "i6 OK 16000000");
+    ck_assert(wait_counter(&f.t.closed, 6, tmo(3000)));
     cr_test_client_close(&idle);
     cr_test_client_close(&partial);
     cr_test_client_close(&busy);
     cr_test_client_close(&steady);
+    cr_test_client_close(&late);
+    cr_test_client_close(&stuck);
     fx_finish(&f);
 }
 END_TEST
@@ -907,7 +921,7 @@ Suite *models_suite(void)
     add_loop(s, "slow_reader", keeps_serving_while_a_client_reads_slowly);
     add_loop(s, "errors", answers_protocol_errors);
     add_loop(s, "blocking", blocking_handler_does_not_stall_other_clients);
-    add_loop(s, "idle_timeout", closes_idle_connection_after_timeout);
+    add_loop(s, "timeouts", closes_idle_and_stuck_connections_after_timeouts);
     add_loop(s, "max_connections", honours_max_connections);
     add_loop(s, "graceful_stop", graceful_stop_finishes_request_in_flight);
     add_loop(s, "immediate_stop", immediate_stop_closes_everything);
