@@ -8,8 +8,9 @@
  * the service.
  *
  * Memory. Reads go to a thread-local buffer (tl_in); only what the service
- * leaves unconsumed (a partial request) is copied to a per-connection buffer,
- * which later reads append to and which is freed once it empties. Memory
+ * leaves unconsumed (a partial request) is copied to a per-connection buffer
+ * sized to it, which later reads append to and which is freed once it
+ * empties. Memory
  * output (cr_conn_write, cr_conn_reserve) is formatted into a thread-local
  * staging buffer (tl_stage) that queued segments refer to by offset; the
  * driver sends before it returns, and only what the socket would not take is
@@ -50,8 +51,8 @@
 #define TL_STAGE_SIZE (64 * 1024)
 /* Unconsumed input beyond this: the service is broken or the peer abusive. */
 #define MAX_INPUT (1024 * 1024)
-/* Free space a read into the per-connection buffer asks for at least. */
-#define MIN_READ_SPACE (16 * 1024)
+/* Free space a nested read into the per-connection buffer asks for. */
+#define NESTED_READ_SPACE (16 * 1024)
 /* Reads per cr__conn_handle() before other connections get a turn; the
  * level-triggered handle brings a busy connection straight back. */
 #define READS_PER_CALL 16
@@ -404,16 +405,19 @@ static void consume_input(struct cr_conn *c, size_t used)
     memmove(c->in, c->in + used, c->in_len);
 }
 
-/* Makes room for at least want more bytes in c->in. -ENOMEM. */
+/* Makes room for at least want more bytes in c->in, growing by doubling so
+ * that appending piece by piece stays linear. -ENOMEM. */
 static int grow_input(struct cr_conn *c, size_t want)
 {
-    size_t cap = c->in_cap != 0 ? c->in_cap : TL_IN_SIZE;
+    size_t need = c->in_len + want;
+    size_t cap = c->in_cap * 2;
     char *p;
 
-    if (c->in_cap - c->in_len >= want)
+    if (need <= c->in_cap)
         return 0;
-    while (cap - c->in_len < want)
-        cap *= 2;
+    if (cap < need)
+        cap = need;
+    cap = (cap + 1023) & ~(size_t)1023;
     p = realloc(c->in, cap);
     if (p == NULL)
         return -ENOMEM;
@@ -486,21 +490,25 @@ static void feed_fresh(struct cr_conn *c, size_t n)
 }
 
 /*
- * Reads once, into tl_in when c holds no input and tl_in is free (*fresh),
- * else appended to c->in. Bytes read, 0 at end of input, -EAGAIN, or -errno
- * (-EMSGSIZE when the unconsumed input reached MAX_INPUT).
+ * Reads once into tl_in. When c already holds unconsumed input, what was
+ * read is appended to it (the per-connection buffer grows by what arrives,
+ * not by a whole read buffer); when tl_in is in use by an outer call on this
+ * thread (nesting), it reads straight into c->in. *fresh says the data is in
+ * tl_in alone. Bytes read, 0 at end of input, -EAGAIN, or -errno (-EMSGSIZE
+ * once the unconsumed input reached MAX_INPUT).
  */
 static ssize_t read_some(struct cr_conn *c, bool *fresh)
 {
+    bool direct = tl_in_busy;
     char *buf = tl_in;
     size_t cap = sizeof(tl_in);
     ssize_t n;
 
-    *fresh = c->in_len == 0 && !tl_in_busy;
-    if (!*fresh) {
-        if (c->in_len >= MAX_INPUT)
-            return -EMSGSIZE;
-        if (grow_input(c, MIN_READ_SPACE) < 0)
+    *fresh = false;
+    if (c->in_len >= MAX_INPUT)
+        return -EMSGSIZE;
+    if (direct) {
+        if (grow_input(c, NESTED_READ_SPACE) < 0)
             return -ENOMEM;
         buf = c->in + c->in_len;
         cap = c->in_cap - c->in_len;
@@ -510,14 +518,21 @@ static ssize_t read_some(struct cr_conn *c, bool *fresh)
     } while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
-    if (n > 0) {
-        c->bytes_in += (uint64_t)n;
-        c->svc_input_deadline = false; /* the service sets it anew, or not */
-        if (!*fresh) {
-            c->in_len += (size_t)n;
-            c->feed_again = true;
-        }
+    if (n == 0)
+        return 0;
+    c->bytes_in += (uint64_t)n;
+    c->svc_input_deadline = false; /* the service sets it anew, or not */
+    if (!direct && c->in_len == 0) {
+        *fresh = true;
+        return n;
     }
+    if (!direct) {
+        if (grow_input(c, (size_t)n) < 0)
+            return -ENOMEM;
+        memcpy(c->in + c->in_len, tl_in, (size_t)n);
+    }
+    c->in_len += (size_t)n;
+    c->feed_again = true;
     return n;
 }
 
