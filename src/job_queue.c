@@ -1,6 +1,7 @@
 /*
  * job_queue.c - the bounded synchronized job queue (job_queue_internal.h): a
- * ring of fixed-size jobs allocated once, one mutex, and two condition
+ * ring of fixed-size jobs allocated once (jobs are copied in and out with
+ * memcpy; they are a few words), one mutex, and two condition
  * variables: not_empty for consumers, not_full for producers (the Monitor
  * Object of POSA2). Used by the hshr model between its reactor thread and its
  * workers and by the tpc model between its acceptor and its connection
@@ -21,11 +22,13 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct cr_job_queue {
     /* Immutable after create. */
     size_t capacity;
-    struct cr_job *ring;
+    size_t job_size;
+    unsigned char *ring; /* capacity * job_size bytes */
 
     struct cr_mutex lock;
     pthread_cond_t not_empty;
@@ -79,23 +82,24 @@ static void signal_all(pthread_cond_t *cv)
     (void)rc;
 }
 
-int cr__job_queue_create(struct cr_job_queue **out, size_t capacity)
+int cr__job_queue_create(struct cr_job_queue **out, size_t capacity, size_t job_size)
 {
     struct cr_job_queue *q;
     int err;
 
     *out = NULL;
-    if (capacity == 0)
+    if (capacity == 0 || job_size == 0 || capacity > SIZE_MAX / job_size)
         return -EINVAL;
     q = calloc(1, sizeof(*q));
     if (q == NULL)
         return -ENOMEM;
-    q->ring = calloc(capacity, sizeof(*q->ring));
+    q->ring = calloc(capacity, job_size);
     if (q->ring == NULL) {
         err = -ENOMEM;
         goto out_free_queue;
     }
     q->capacity = capacity;
+    q->job_size = job_size;
     err = cr_mutex_init(&q->lock);
     if (err < 0)
         goto out_free_ring;
@@ -130,8 +134,9 @@ void cr__job_queue_destroy(struct cr_job_queue *q)
     free(q);
 }
 
-/* Appends *job. Caller holds q->lock; the queue is open and not full. */
-static void append(struct cr_job_queue *q, const struct cr_job *job)
+/* Appends a copy of job. Caller holds q->lock; the queue is open and not
+ * full. */
+static void append(struct cr_job_queue *q, const void *job)
 {
     size_t tail;
 
@@ -140,26 +145,26 @@ static void append(struct cr_job_queue *q, const struct cr_job *job)
     tail = q->head + q->len;
     if (tail >= q->capacity)
         tail -= q->capacity;
-    q->ring[tail] = *job;
+    memcpy(q->ring + tail * q->job_size, job, q->job_size);
     __atomic_store_n(&q->len, q->len + 1, __ATOMIC_RELAXED);
     if (q->consumers_waiting > 0)
         signal_one(&q->not_empty);
 }
 
-/* Removes the oldest job into *out. Caller holds q->lock; the queue is not
+/* Removes the oldest job into out. Caller holds q->lock; the queue is not
  * empty. */
-static void take(struct cr_job_queue *q, struct cr_job *out)
+static void take(struct cr_job_queue *q, void *out)
 {
     cr_mutex_assert_held(&q->lock);
     assert(q->len > 0);
-    *out = q->ring[q->head];
+    memcpy(out, q->ring + q->head * q->job_size, q->job_size);
     q->head = q->head + 1 == q->capacity ? 0 : q->head + 1;
     __atomic_store_n(&q->len, q->len - 1, __ATOMIC_RELAXED);
     if (q->producers_waiting > 0)
         signal_one(&q->not_full);
 }
 
-int cr__job_queue_push(struct cr_job_queue *q, const struct cr_job *job)
+int cr__job_queue_push(struct cr_job_queue *q, const void *job)
 {
     int err = 0;
 
@@ -177,7 +182,7 @@ int cr__job_queue_push(struct cr_job_queue *q, const struct cr_job *job)
     return err;
 }
 
-int cr__job_queue_try_push(struct cr_job_queue *q, const struct cr_job *job)
+int cr__job_queue_try_push(struct cr_job_queue *q, const void *job)
 {
     int err = 0;
 
@@ -192,7 +197,7 @@ int cr__job_queue_try_push(struct cr_job_queue *q, const struct cr_job *job)
     return err;
 }
 
-int cr__job_queue_pop(struct cr_job_queue *q, struct cr_job *out)
+int cr__job_queue_pop(struct cr_job_queue *q, void *out)
 {
     int err = 0;
 
@@ -211,7 +216,7 @@ int cr__job_queue_pop(struct cr_job_queue *q, struct cr_job *out)
     return err;
 }
 
-int cr__job_queue_try_pop(struct cr_job_queue *q, struct cr_job *out)
+int cr__job_queue_try_pop(struct cr_job_queue *q, void *out)
 {
     int err = 0;
 

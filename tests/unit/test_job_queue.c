@@ -11,14 +11,21 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 /* Long enough for a thread to reach its blocking wait on a loaded machine. */
 #define SETTLE_US 100000
 
-static struct cr_job job_of(uintptr_t v)
+/* The shape of the models' jobs: a pointer and event bits. */
+struct job {
+    void *ptr;
+    unsigned events;
+};
+
+static struct job job_of(uintptr_t v)
 {
-    struct cr_job j = {.ptr = (void *)v, .events = (unsigned)(v & 0xf)};
+    struct job j = {.ptr = (void *)v, .events = (unsigned)(v & 0xf)};
 
     return j;
 }
@@ -27,26 +34,62 @@ static struct cr_job_queue *new_queue(size_t capacity)
 {
     struct cr_job_queue *q;
 
-    ck_assert_int_eq(cr__job_queue_create(&q, capacity), 0);
+    ck_assert_int_eq(cr__job_queue_create(&q, capacity, sizeof(struct job)), 0);
     ck_assert_ptr_nonnull(q);
     ck_assert_uint_eq(cr__job_queue_capacity(q), capacity);
     return q;
 }
 
-START_TEST(create_rejects_zero_capacity)
+START_TEST(create_rejects_zero_and_overflowing_sizes)
 {
     struct cr_job_queue *q = (void *)1;
 
-    ck_assert_int_eq(cr__job_queue_create(&q, 0), -EINVAL);
+    ck_assert_int_eq(cr__job_queue_create(&q, 0, sizeof(struct job)), -EINVAL);
+    ck_assert_ptr_null(q);
+    ck_assert_int_eq(cr__job_queue_create(&q, 4, 0), -EINVAL);
+    ck_assert_int_eq(cr__job_queue_create(&q, SIZE_MAX / 2, 4), -EINVAL);
     ck_assert_ptr_null(q);
     cr__job_queue_destroy(NULL);
+}
+END_TEST
+
+START_TEST(copies_jobs_of_any_size_whole)
+{
+    /* Odd sizes: nothing may assume alignment or a pointer-sized job. */
+    static const size_t sizes[] = {1, 3, 56, 200};
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t size = sizes[k];
+        struct cr_job_queue *q;
+        unsigned char in[200];
+        unsigned char out[201];
+
+        ck_assert_int_eq(cr__job_queue_create(&q, 3, size), 0);
+        /* Push one, then pop two every other round: the ring wraps. */
+        for (int round = 0; round < 8; round++) {
+            memset(in, 'a' + round, size);
+            in[0] = (unsigned char)round;
+            ck_assert_int_eq(cr__job_queue_push(q, in), 0);
+            if (round % 2 == 0)
+                continue;
+            for (int back = round - 1; back <= round; back++) {
+                memset(out, 0xee, sizeof(out));
+                ck_assert_int_eq(cr__job_queue_pop(q, out), 0);
+                ck_assert_uint_eq(out[0], (unsigned)back);
+                for (size_t i = 1; i < size; i++)
+                    ck_assert_uint_eq(out[i], (unsigned)('a' + back));
+                ck_assert_uint_eq(out[size], 0xee); /* not one byte more */
+            }
+        }
+        cr__job_queue_destroy(q);
+    }
 }
 END_TEST
 
 START_TEST(hands_out_jobs_in_fifo_order_across_the_wrap)
 {
     struct cr_job_queue *q = new_queue(4);
-    struct cr_job j;
+    struct job j;
     uintptr_t next_in = 1;
     uintptr_t next_out = 1;
 
@@ -76,7 +119,7 @@ END_TEST
 START_TEST(try_push_fails_when_full_and_try_pop_when_empty)
 {
     struct cr_job_queue *q = new_queue(2);
-    struct cr_job j = job_of(7);
+    struct job j = job_of(7);
 
     ck_assert_int_eq(cr__job_queue_try_pop(q, &j), -EAGAIN);
     ck_assert_int_eq(cr__job_queue_try_push(q, &j), 0);
@@ -92,7 +135,7 @@ END_TEST
 
 struct blocked_call {
     struct cr_job_queue *q;
-    struct cr_job job;
+    struct job job;
     int rc;
     int done; /* atomic: release by the thread, acquire by the test */
 };
@@ -124,7 +167,7 @@ START_TEST(push_blocks_when_full_until_a_pop)
 {
     struct cr_job_queue *q = new_queue(1);
     struct blocked_call b = {.q = q, .job = job_of(2)};
-    struct cr_job j = job_of(1);
+    struct job j = job_of(1);
     pthread_t t;
 
     ck_assert_int_eq(cr__job_queue_push(q, &j), 0);
@@ -146,7 +189,7 @@ START_TEST(pop_blocks_when_empty_until_a_push)
 {
     struct cr_job_queue *q = new_queue(3);
     struct blocked_call b = {.q = q};
-    struct cr_job j = job_of(9);
+    struct job j = job_of(9);
     pthread_t t;
 
     ck_assert_int_eq(pthread_create(&t, NULL, pop_thread, &b), 0);
@@ -191,7 +234,7 @@ START_TEST(close_wakes_blocked_producers_and_their_jobs_stay_theirs)
     struct cr_job_queue *q = new_queue(1);
     struct blocked_call b[N];
     pthread_t t[N];
-    struct cr_job j = job_of(100);
+    struct job j = job_of(100);
 
     ck_assert_int_eq(cr__job_queue_push(q, &j), 0);
     for (int i = 0; i < N; i++) {
@@ -213,7 +256,7 @@ END_TEST
 START_TEST(closed_queue_hands_out_what_is_left_then_fails)
 {
     struct cr_job_queue *q = new_queue(4);
-    struct cr_job j;
+    struct job j;
 
     for (uintptr_t v = 1; v <= 3; v++) {
         j = job_of(v);
@@ -259,7 +302,7 @@ static void *stress_producer(void *arg)
     struct producer_arg *pa = arg;
 
     for (uintptr_t i = 0; i < ITEMS; i++) {
-        struct cr_job j = {.ptr = (void *)(pa->id * ITEMS + i), .events = (unsigned)pa->id};
+        struct job j = {.ptr = (void *)(pa->id * ITEMS + i), .events = (unsigned)pa->id};
         int rc;
 
         /* Mix both push flavours; try_push falls back to the blocking one. */
@@ -276,7 +319,7 @@ static void *stress_consumer(void *arg)
 {
     struct stress *s = arg;
     long last[P];
-    struct cr_job j;
+    struct job j;
 
     for (int p = 0; p < P; p++)
         last[p] = -1;
@@ -334,7 +377,8 @@ Suite *job_queue_suite(void)
     TCase *tc = tcase_create("core");
 
     tcase_set_timeout(tc, 10);
-    tcase_add_test(tc, create_rejects_zero_capacity);
+    tcase_add_test(tc, create_rejects_zero_and_overflowing_sizes);
+    tcase_add_test(tc, copies_jobs_of_any_size_whole);
     tcase_add_test(tc, hands_out_jobs_in_fifo_order_across_the_wrap);
     tcase_add_test(tc, try_push_fails_when_full_and_try_pop_when_empty);
     tcase_add_test(tc, push_blocks_when_full_until_a_pop);
