@@ -68,16 +68,19 @@ CR_MUST_CHECK int cr_lf_pool_start(struct cr_lf_pool *p);
  */
 void cr_lf_pool_stop(struct cr_lf_pool *p);
 
-/* Joins every thread after cr_lf_pool_stop. Owner thread only. */
+/* Joins every thread after cr_lf_pool_stop. 0, -errno of pthread_join, or the
+ * -errno of a failed reactor wait (which stops the pool). Owner thread only. */
 CR_MUST_CHECK int cr_lf_pool_join_all(struct cr_lf_pool *p);
 
-/* Frees a stopped and joined pool; NULL-safe. */
+/* Frees a stopped and joined pool; NULL-safe. Owner thread only. */
 void cr_lf_pool_destroy(struct cr_lf_pool *p);
 
 /*
  * The paper's join(): the calling thread (not one of the pool's) takes part
  * as leader or follower until the pool stops or timeout_ms passes (-1: no
- * limit). Returns 0, or -ETIMEDOUT. Thread-safe.
+ * limit). Returns 0, or -ETIMEDOUT, or -EBUSY when 8 outside threads are
+ * joined already. Outside threads are not in cr_lf_pool_stats and
+ * cr_lf_pool_self is -1 on them. Thread-safe.
  */
 CR_MUST_CHECK int cr_lf_pool_join(struct cr_lf_pool *p, int timeout_ms);
 
@@ -86,9 +89,10 @@ CR_MUST_CHECK int cr_lf_pool_join(struct cr_lf_pool *p, int timeout_ms);
  * following and processing other events meanwhile, until another thread
  * calls cr_lf_pool_notify(w) (the hybrid client/server of the paper: a thread
  * waiting for its reply still serves new requests, so the pool never
- * deadlocks when every thread waits). Returns 0, -ETIMEDOUT, or -ECANCELED
- * when the pool stops. Initialise w with cr_lf_waiter_init first. Thread:
- * a pool thread.
+ * deadlocks when every thread waits). Returns 0, -ETIMEDOUT, -ECANCELED
+ * when the pool stops, or -EINVAL on a thread that is not the pool's.
+ * Initialise w with cr_lf_waiter_init first, on the waiting thread, before
+ * anything can notify it. Thread: a pool thread.
  */
 void cr_lf_waiter_init(struct cr_lf_waiter *w);
 CR_MUST_CHECK int cr_lf_pool_wait(struct cr_lf_pool *p, struct cr_lf_waiter *w, int timeout_ms);

@@ -1,0 +1,1253 @@
+/*
+ * lf_pool.c - the Leader/Followers thread pool of POSA2 (unbound handle/thread
+ * association) over one or more cr_reactors. Only a reactor's leader calls
+ * cr_reactor_next() on it; on an event the leader hands the leadership on
+ * (promotes a follower, or marks the reactor leaderless), then dispatches the
+ * event itself and rejoins. Used by the lf model, the bound pool and the
+ * transaction gateway; runs on the pool's threads, on outside threads inside
+ * cr_lf_pool_join() and, nested, inside handlers that call cr_lf_pool_wait().
+ * Owns its threads and synchronizers; borrows the reactors.
+ *
+ * Slots. Every participant has a slot: the pool threads 0..threads-1, then
+ * JOIN_SLOTS slots that cr_lf_pool_join() lends to outside threads (not
+ * reported by cr_lf_pool_stats; -EBUSY when all are lent). A slot belongs to
+ * group idx % ngroups. A group is one Leader/Followers group: one follower
+ * structure and the reactors its threads lead. shared_followers false gives a
+ * group per reactor (threads split evenly); true gives one group leading every
+ * reactor (the "multiple leaders" variant): a rejoining thread leads any
+ * leaderless reactor, a promoted follower leads the reactor its promoter left.
+ *
+ * Promotion orders. native, lifo, fifo and priority are monitors (POSA2
+ * implementation activities 3-5): the group lock guards the group's follower
+ * structure and its reactors' leaders.
+ *   native   followers wait on the group's one condition variable. Promote =
+ *            mark the reactor leaderless and signal it (counted as a
+ *            promotion when a follower was parked); whichever thread gets the
+ *            lock first (a woken follower or a rejoining thread) leads.
+ *   lifo     followers wait on their own slot's condition variable (with the
+ *   fifo     group lock), linked in a list: pushed at the head (lifo), the
+ *   priority tail (fifo) or in priority order (highest first; among equal
+ *            priorities the most recent first). Promote = pop the head and hand
+ *            it the reactor directly (lead[r] = it, it.promoted = r), so no
+ *            rejoining thread can take the turn it was given. Hence: a reactor
+ *            is leaderless only while the group has no follower.
+ *   lifo-lockfree  the Apache leader MPM design, without its "pending" state;
+ *            see below.
+ *
+ * The lock-free order. One 64-bit word per group, changed only by CAS:
+ *
+ *     bits 63..32  tag, +1 on every successful CAS
+ *     bit  31      LEADER: the group's reactor has a leader (the "baton")
+ *     bits 30..0   top of the idle stack: slot index + 1, 0 = empty
+ *
+ * plus, per slot, the stack link lf_next (index + 1) and a state: RUNNING (not
+ * on the stack), IDLE (on the stack, its thread asleep on its own mutex and
+ * condvar: the only locks on this path, each used by one thread and its
+ * waker), LEFT (on the stack, but its thread went away: notified, timed out
+ * or stopping) and PROMOTED (popped and given the leadership). A rejoining
+ * thread either sets LEADER on a word without it (and leads), or pushes
+ * itself on a word with it (and sleeps). A leader giving up its turn pops the
+ * top idle slot keeping LEADER set, or, when the stack is empty, clears LEADER
+ * in the same CAS. A popped slot is resolved with a CAS on its state: IDLE ->
+ * PROMOTED (wake it: it leads) or LEFT -> RUNNING (skip it, pop again). A
+ * thread whose slot is LEFT re-parks it with LEFT -> IDLE instead of pushing
+ * it twice; exactly one of that CAS and the popper's wins.
+ *
+ * Proof sketch (lock-free order):
+ *  I1 At most one leader per reactor. The baton is the LEADER bit: it is set
+ *     by a CAS that saw it clear (one winner), and passed on only by its
+ *     holder - popping a slot keeps it set and gives it to that slot, which
+ *     leads only after a successful IDLE -> PROMOTED; clearing it ends the
+ *     turn. Every thread that calls cr_reactor_next holds the baton (checked
+ *     at run time: move_lead's CAS on lead[r] asserts).
+ *  I2 LEADER clear => the stack is empty, in every state of the word. Pushes
+ *     need LEADER set; the CAS that clears LEADER requires top == 0. So a
+ *     thread finishing concurrently cannot push itself believing a leader
+ *     exists when none does: the leader's final CAS and its push are ordered
+ *     on the one word, and whichever comes second sees the other's result
+ *     (the "pending" race of the Apache design, closed with no spinning).
+ *  I3 No follower is stranded. While the stack is non-empty LEADER is set
+ *     (I2), so some thread holds the baton: a leader (it gives the baton up
+ *     after its next event, or on stop, timeout or notify, always through
+ *     unlead_lockfree, which pops until it promotes an IDLE slot or clears
+ *     LEADER on an empty stack), a popper resolving a slot (the same loop),
+ *     or a PROMOTED slot whose thread was signalled under its own mutex after
+ *     the state changed (no lost wake-up: the sleeper re-checks the state
+ *     under that mutex). LEFT slots are skipped, so a follower that went away
+ *     never holds a baton. Stop wakes every slot and every reactor.
+ *  I4 No ABA. A popper reads top and top's lf_next, then CASes. Were top
+ *     popped and pushed again meanwhile (with another lf_next), each of those
+ *     changes was a successful CAS that incremented the tag, so the popper's
+ *     CAS fails and it retries; likewise a push or a LEADER change over a word
+ *     that went A -> B -> A. The 32-bit tag would have to wrap exactly (2^32
+ *     successful CAS) inside one load-CAS window. (Here only the baton holder
+ *     pops, so that interleaving cannot even be built today; the tag keeps
+ *     the word safe without leaning on that.)
+ *
+ * Only one reactor per lock-free group: lifo-lockfree with several reactors
+ * needs shared_followers false (one word per group); shared_followers true is
+ * -EINVAL for it.
+ *
+ * Hybrid waits (bound variant, "hybrid client/servers"): cr_lf_pool_wait()
+ * runs the same loop as a pool thread, nested on the handler's stack, in a
+ * frame that also ends when its waiter is notified or its timeout passes. A
+ * notifier sets w->done, then wakes the waiting thread where it is: its own
+ * condvar (the group condvar, broadcast, for native) if it follows, its
+ * reactor (cr_reactor_wake) if it leads; a processing thread sees done when
+ * it comes back. done (seq_cst store, then seq_cst load of `leading`) and a
+ * leader's `leading` (seq_cst store, then seq_cst load of done) form a Dekker
+ * pair: the leader sees done, or the notifier sees it leading and wakes the
+ * reactor. A leader whose frame ends gives up its turn like after an event.
+ *
+ * Lock order: a group lock, or (lock-free order) a slot's mutex, then a
+ * reactor's lock (cr_reactor_wake and the reactor calls are leaf-locked).
+ * Group locks and slot mutexes are never held together, nor two of either,
+ * and none is held while a handler runs or while cr_reactor_next waits.
+ * Callers may hold their own locks around cr_lf_pool_notify and
+ * cr_lf_pool_stop (the bound pool does): ours come after theirs.
+ *
+ * A reactor stopped with cr_reactor_stop() returns at once from every wait,
+ * so its leader would spin: the pool stops itself instead. A failed wait stops
+ * the pool too; cr_lf_pool_join_all() returns its -errno.
+ */
+#include <cabrank/clock.h>
+#include <cabrank/lf_pool.h>
+#include <cabrank/log.h>
+#include <cabrank/reactor.h>
+
+#include "os/sync_internal.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CACHE_LINE  64
+#define JOIN_SLOTS  8
+#define NO_SLOT     (-1)
+#define MAX_THREADS 65536
+
+/* The lock-free group word. */
+#define LF_TOP_MASK UINT64_C(0x7fffffff)
+#define LF_LEADER   (UINT64_C(1) << 31)
+#define LF_TAG_ONE  (UINT64_C(1) << 32)
+
+enum order {
+    ORDER_NATIVE,
+    ORDER_LIFO,
+    ORDER_FIFO,
+    ORDER_PRIORITY,
+    ORDER_LOCKFREE,
+};
+
+static const char *const order_names[] = {"native",   "lifo",          "fifo",
+                                          "priority", "lifo-lockfree", NULL};
+
+/* Lock-free order: where a slot is relative to its group's idle stack. */
+enum slot_state {
+    SLOT_RUNNING = 0,
+    SLOT_IDLE,
+    SLOT_LEFT,
+    SLOT_PROMOTED,
+};
+
+/* Why a frame ends; STAY: it goes on (from follow: the thread now leads). */
+enum leave {
+    STAY = 0,
+    LEAVE_DONE,
+    LEAVE_STOP,
+    LEAVE_TIMEOUT,
+};
+
+/* One run of the loop: a pool thread's life, a join, or a hybrid wait. */
+struct frame {
+    struct cr_lf_waiter *w; /* NULL: until stop (or deadline) */
+    uint64_t deadline;      /* cr_clock_now_ns() time; 0: none */
+};
+
+struct lf_slot {
+    /* Immutable after create. */
+    struct cr_lf_pool *pool;
+    unsigned idx;
+    unsigned group;
+    int priority;
+    /* Mutex orders: waited on with the group lock. Lock-free: with mu. */
+    pthread_cond_t cv;
+    /* Lock-free order: this slot's synchronizer (a leaf lock). */
+    struct cr_mutex mu;
+
+    /* Owner thread only: set by pthread_create in start, read by join_all. */
+    pthread_t tid;
+
+    /* Protected by the group lock (mutex orders). */
+    uint32_t prev; /* follower list links: slot index + 1, 0 = none */
+    uint32_t next;
+    bool parked;  /* waiting as a follower (listed, or counted in g->parked) */
+    int promoted; /* reactor handed over by a promoter, NO_SLOT: none */
+
+    /* Atomic. The reactor this slot's thread leads, or -1: seq_cst store by
+     * the thread, seq_cst load by cr_lf_pool_notify (the Dekker pair with
+     * w->done, see the top of the file). */
+    int leading;
+    /* Atomic (lock-free order): enum slot_state. RUNNING -> IDLE by the
+     * thread before its push CAS (relaxed: published by that acq_rel CAS);
+     * IDLE -> PROMOTED and LEFT -> RUNNING by a popper, IDLE -> LEFT and
+     * LEFT -> IDLE by the thread, all acq_rel CAS pairing with one another;
+     * PROMOTED -> RUNNING by the thread (relaxed: nobody else looks at a
+     * popped slot). */
+    uint32_t state;
+    /* Atomic (lock-free order): the slot below on the idle stack. Relaxed:
+     * written before the push CAS (release), read after an acquire load of
+     * the word; a stale read only makes the pop CAS fail (tag). */
+    uint64_t lf_next;
+    /* Atomic: a join slot lent out. Acquire CAS in join, release store when
+     * it is given back (pairs with the next lender's acquire). */
+    int lent;
+
+    /* Statistics: written by the slot's thread with relaxed atomic stores,
+     * read by cr_lf_pool_stats with relaxed loads; they order nothing. */
+    int role;
+    uint64_t events;
+    uint64_t since; /* when role began */
+    uint64_t role_ns[CR_ROLE_COUNT];
+} __attribute__((aligned(CACHE_LINE)));
+
+struct lf_group {
+    /* Lock-free order: the group word (layout at the top of the file). Every
+     * change is an acq_rel CAS, each pairing with the previous one; loads
+     * are acquire. */
+    uint64_t word;
+
+    /* Immutable after create: the reactors this group leads. */
+    unsigned first;
+    unsigned count;
+
+    struct cr_mutex lock;
+    pthread_cond_t cv; /* native: all followers wait here */
+    /* Protected by lock (mutex orders). */
+    uint32_t head; /* follower list: slot index + 1, 0 = empty */
+    uint32_t tail;
+    unsigned parked; /* followers waiting */
+
+    /* Atomic, relaxed: a statistic. */
+    uint64_t promotions;
+} __attribute__((aligned(CACHE_LINE)));
+
+/* Who leads reactor r: a slot index or NO_SLOT. Changed only by move_lead's
+ * acq_rel CAS (each pairs with the previous one), which asserts the change
+ * starts from the expected holder: the run-time check of "at most one leader
+ * per reactor". Read by cr_lf_pool_stats (relaxed). */
+struct lf_lead {
+    int slot;
+} __attribute__((aligned(CACHE_LINE)));
+
+struct cr_lf_pool {
+    /* Immutable after create. */
+    enum order order;
+    unsigned nthreads;
+    unsigned nslots;
+    unsigned nreactors;
+    unsigned ngroups;
+    struct cr_reactor **reactors;
+    struct lf_lead *lead;
+    struct lf_group *groups;
+    struct lf_slot *slots;
+    void (*on_thread_start)(unsigned idx, void *arg);
+    void (*on_thread_stop)(unsigned idx, void *arg);
+    void *thread_arg;
+
+    /* Owner thread only. */
+    unsigned started;
+
+    /* Atomic: set once by cr_lf_pool_stop (release), read by every loop
+     * (acquire). */
+    int stopping;
+    /* Atomic: the first failed wait's -errno (relaxed CAS from 0; read by
+     * join_all after pthread_join, which orders it). */
+    int error;
+};
+
+/* The slot of the calling thread while it serves a pool, else NULL. */
+static _Thread_local struct lf_slot *tls_slot;
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t deadline_of(int timeout_ms)
+{
+    uint64_t d;
+
+    if (timeout_ms < 0)
+        return 0;
+    d = cr_clock_now_ns() + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+    return d != 0 ? d : 1;
+}
+
+/* The timeout for cr_reactor_next: until the frame's deadline. */
+static int next_timeout_ms(const struct frame *f)
+{
+    uint64_t now;
+    uint64_t ms;
+
+    if (f->deadline == 0)
+        return -1;
+    now = cr_clock_now_ns();
+    if (now >= f->deadline)
+        return 0;
+    ms = (f->deadline - now + CR_NSEC_PER_MSEC - 1) / CR_NSEC_PER_MSEC;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static int leave_reason(const struct cr_lf_pool *p, const struct frame *f)
+{
+    /* seq_cst: the second half of the Dekker pair with cr_lf_pool_notify. */
+    if (f->w != NULL && __atomic_load_n(&f->w->done, __ATOMIC_SEQ_CST) != 0)
+        return LEAVE_DONE;
+    /* acquire pairs with the release store in cr_lf_pool_stop. */
+    if (__atomic_load_n(&p->stopping, __ATOMIC_ACQUIRE) != 0)
+        return LEAVE_STOP;
+    if (f->deadline != 0 && cr_clock_now_ns() >= f->deadline)
+        return LEAVE_TIMEOUT;
+    return STAY;
+}
+
+/* Accounts the time spent in the current role and enters role. Slot's thread
+ * only. */
+static void set_role(struct lf_slot *s, enum cr_role role)
+{
+    /* Relaxed: our own values (only this thread writes them). */
+    int old = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
+    uint64_t now;
+    uint64_t since;
+    uint64_t acc;
+
+    if (old == (int)role)
+        return;
+    now = cr_clock_now_ns();
+    since = __atomic_load_n(&s->since, __ATOMIC_RELAXED);
+    acc = __atomic_load_n(&s->role_ns[old], __ATOMIC_RELAXED);
+    /* Relaxed stores: statistics read by cr_lf_pool_stats, ordering nothing. */
+    __atomic_store_n(&s->role_ns[old], acc + (now - since), __ATOMIC_RELAXED);
+    __atomic_store_n(&s->since, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->role, (int)role, __ATOMIC_RELAXED);
+}
+
+/* Moves the leadership of reactor r from slot `from` to slot `to` (NO_SLOT:
+ * none); aborts if r was not `from`'s (two leaders). */
+static void move_lead(struct cr_lf_pool *p, unsigned r, int from, int to)
+{
+    int expected = from;
+    /* acq_rel pairs with the previous move_lead of r. */
+    bool ok = __atomic_compare_exchange_n(&p->lead[r].slot, &expected, to, false, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED);
+
+    assert(ok && "Leader/Followers: two leaders of one reactor");
+    (void)ok;
+}
+
+/* Waits on cv, which mu guards, until signalled or deadline (0: none); the
+ * caller re-checks its condition. Keeps cr_mutex's debug owner right across
+ * the wait. Caller holds mu. */
+static void wait_on(pthread_cond_t *cv, struct cr_mutex *mu, uint64_t deadline)
+{
+    int rc;
+
+    cr_mutex_assert_held(mu);
+#ifdef CR_DEBUG
+    __atomic_store_n(&mu->held, 0, __ATOMIC_RELAXED);
+#endif
+    if (deadline == 0) {
+        rc = pthread_cond_wait(cv, &mu->m);
+    } else {
+        struct timespec ts = {
+            .tv_sec = (time_t)(deadline / CR_NSEC_PER_SEC),
+            .tv_nsec = (long)(deadline % CR_NSEC_PER_SEC),
+        };
+
+        rc = pthread_cond_timedwait(cv, &mu->m, &ts);
+    }
+    /* Other results mean a corrupted condvar or a mutex we do not hold. */
+    assert(rc == 0 || rc == ETIMEDOUT);
+    (void)rc;
+#ifdef CR_DEBUG
+    mu->owner = pthread_self();
+    __atomic_store_n(&mu->held, 1, __ATOMIC_RELAXED);
+#endif
+}
+
+static void signal_one(pthread_cond_t *cv)
+{
+    int rc = pthread_cond_signal(cv);
+
+    assert(rc == 0);
+    (void)rc;
+}
+
+static void signal_all(pthread_cond_t *cv)
+{
+    int rc = pthread_cond_broadcast(cv);
+
+    assert(rc == 0);
+    (void)rc;
+}
+
+static struct lf_slot *slot_at(struct cr_lf_pool *p, uint32_t id)
+{
+    return id != 0 ? &p->slots[id - 1] : NULL;
+}
+
+/* Records the first failed wait and stops the pool: the reactor cannot be
+ * waited on any more. */
+static void fail(struct cr_lf_pool *p, int err)
+{
+    int none = 0;
+
+    if (__atomic_compare_exchange_n(&p->error, &none, err, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+        CR_LOG(CR_LOG_ERROR, "lf_pool: reactor wait failed: %s; stopping the pool", strerror(-err));
+    cr_lf_pool_stop(p);
+}
+
+/* ------------------------------------------------------------------ mutex orders */
+
+/* Links s into g's follower list by the pool's order. Caller holds g->lock. */
+static void list_insert(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *s)
+{
+    uint32_t id = s->idx + 1;
+    uint32_t before = 0; /* s goes before this slot; 0: at the tail */
+
+    cr_mutex_assert_held(&g->lock);
+    if (p->order == ORDER_LIFO) {
+        before = g->head;
+    } else if (p->order == ORDER_PRIORITY) {
+        /* O(followers), but followers are threads: a handful. */
+        before = g->head;
+        while (before != 0 && slot_at(p, before)->priority > s->priority)
+            before = slot_at(p, before)->next;
+    }
+    s->next = before;
+    s->prev = before != 0 ? slot_at(p, before)->prev : g->tail;
+    if (s->prev != 0)
+        slot_at(p, s->prev)->next = id;
+    else
+        g->head = id;
+    if (before != 0)
+        slot_at(p, before)->prev = id;
+    else
+        g->tail = id;
+}
+
+/* Caller holds g->lock. */
+static void list_remove(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *s)
+{
+    cr_mutex_assert_held(&g->lock);
+    if (s->prev != 0)
+        slot_at(p, s->prev)->next = s->next;
+    else
+        g->head = s->next;
+    if (s->next != 0)
+        slot_at(p, s->next)->prev = s->prev;
+    else
+        g->tail = s->prev;
+    s->prev = 0;
+    s->next = 0;
+}
+
+/* A reactor of g without a leader, looked for from s's own, or -1. Caller
+ * holds g->lock. */
+static int find_leaderless(const struct cr_lf_pool *p, const struct lf_group *g,
+                           const struct lf_slot *s)
+{
+    cr_mutex_assert_held(&g->lock);
+    for (unsigned k = 0; k < g->count; k++) {
+        unsigned r = g->first + (s->idx + k) % g->count;
+
+        /* Relaxed: mutex orders change lead[] only under g->lock, held. */
+        if (__atomic_load_n(&p->lead[r].slot, __ATOMIC_RELAXED) == NO_SLOT)
+            return (int)r;
+    }
+    return -1;
+}
+
+/* Caller holds g->lock. */
+static void unpark(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *s)
+{
+    cr_mutex_assert_held(&g->lock);
+    if (!s->parked)
+        return;
+    s->parked = false;
+    if (p->order == ORDER_NATIVE)
+        g->parked--;
+    else
+        list_remove(p, g, s);
+}
+
+/*
+ * Rejoins the group (implementation activity 4): leads a leaderless reactor
+ * at once, else waits as a follower until promoted or the frame ends. STAY
+ * with *r_out when the thread now leads, else why the frame ends.
+ */
+static int follow_locked(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f,
+                         unsigned *r_out)
+{
+    struct lf_group *g = &p->groups[s->group];
+    int reason;
+    int r;
+
+    cr_mutex_lock(&g->lock);
+    for (;;) {
+        if (s->promoted != NO_SLOT) {
+            /* Handed over by a promoter (already unlinked, lead[r] set). */
+            r = s->promoted;
+            s->promoted = NO_SLOT;
+            break;
+        }
+        reason = leave_reason(p, f);
+        if (reason != STAY)
+            goto out_leave;
+        r = find_leaderless(p, g, s);
+        if (r >= 0) {
+            move_lead(p, (unsigned)r, NO_SLOT, (int)s->idx);
+            break;
+        }
+        if (!s->parked) {
+            s->parked = true;
+            if (p->order == ORDER_NATIVE)
+                g->parked++;
+            else
+                list_insert(p, g, s);
+            /* After parking: a FOLLOWER seen in the stats is in the structure. */
+            set_role(s, CR_ROLE_FOLLOWER);
+        }
+        wait_on(p->order == ORDER_NATIVE ? &g->cv : &s->cv, &g->lock, f->deadline);
+    }
+    unpark(p, g, s);
+    /* seq_cst: the first half of the Dekker pair with cr_lf_pool_notify. */
+    __atomic_store_n(&s->leading, r, __ATOMIC_SEQ_CST);
+    set_role(s, CR_ROLE_LEADER);
+    cr_mutex_unlock(&g->lock);
+    *r_out = (unsigned)r;
+    return STAY;
+
+out_leave:
+    unpark(p, g, s);
+    /* native: a signal meant as a promotion may have woken us (or been taken
+     * with a timeout); pass it on so no reactor stays leaderless while others
+     * sleep. The explicit orders hand over directly: nothing to pass. */
+    if (p->order == ORDER_NATIVE && g->parked > 0 && find_leaderless(p, g, s) >= 0)
+        signal_one(&g->cv);
+    cr_mutex_unlock(&g->lock);
+    return reason;
+}
+
+/* Ends s's turn as leader of r: promotes a follower (activity 5) or marks r
+ * leaderless. */
+static void unlead_locked(struct cr_lf_pool *p, struct lf_slot *s, unsigned r)
+{
+    struct lf_group *g = &p->groups[s->group];
+    struct lf_slot *f;
+
+    cr_mutex_lock(&g->lock);
+    /* seq_cst: see the Dekker pair; the lock orders it against notify too. */
+    __atomic_store_n(&s->leading, -1, __ATOMIC_SEQ_CST);
+    if (p->order == ORDER_NATIVE) {
+        move_lead(p, r, (int)s->idx, NO_SLOT);
+        if (g->parked > 0) {
+            signal_one(&g->cv);
+            __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
+        }
+    } else if ((f = slot_at(p, g->head)) != NULL) {
+        unpark(p, g, f);
+        f->promoted = (int)r;
+        move_lead(p, r, (int)s->idx, (int)f->idx);
+        signal_one(&f->cv);
+        __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
+    } else {
+        move_lead(p, r, (int)s->idx, NO_SLOT);
+    }
+    cr_mutex_unlock(&g->lock);
+}
+
+/* Wakes s if it follows, to re-check its frame. */
+static void kick_locked(struct cr_lf_pool *p, struct lf_slot *s)
+{
+    struct lf_group *g = &p->groups[s->group];
+
+    cr_mutex_lock(&g->lock);
+    if (s->parked) {
+        /* native: which waiter a signal wakes is the OS's choice. */
+        if (p->order == ORDER_NATIVE)
+            signal_all(&g->cv);
+        else
+            signal_one(&s->cv);
+    }
+    cr_mutex_unlock(&g->lock);
+}
+
+/* ------------------------------------------------------------------ lock-free order */
+
+/* The next word after old: tag + 1, the given LEADER bit and top. */
+static uint64_t word_next(uint64_t old, bool leader, uint64_t top)
+{
+    uint64_t tag = (old & ~(LF_TOP_MASK | LF_LEADER)) + LF_TAG_ONE; /* wraps */
+
+    assert(top <= LF_TOP_MASK);
+    return tag | (leader ? LF_LEADER : 0) | top;
+}
+
+static bool cas_word(struct lf_group *g, uint64_t *old, uint64_t new)
+{
+    /* acq_rel pairs with the previous CAS on the word (a release sequence:
+     * every change is an RMW); on failure, acquire like the initial load. */
+    return __atomic_compare_exchange_n(&g->word, old, new, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE);
+}
+
+/* Same contract as follow_locked. */
+static int follow_lockfree(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f,
+                           unsigned *r_out)
+{
+    struct lf_group *g = &p->groups[s->group];
+    uint32_t st = SLOT_LEFT;
+    uint64_t old;
+    int reason;
+
+    reason = leave_reason(p, f);
+    if (reason != STAY)
+        return reason;
+    /* Still on the stack from a frame that ended: park there again. acq_rel
+     * pairs with a popper's LEFT -> RUNNING; exactly one of the two wins. */
+    if (!__atomic_compare_exchange_n(&s->state, &st, SLOT_IDLE, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        assert(st == SLOT_RUNNING);
+        /* acquire pairs with the last CAS on the word (see cas_word). */
+        old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
+        for (;;) {
+            if ((old & LF_LEADER) == 0) {
+                assert((old & LF_TOP_MASK) == 0); /* I2 */
+                if (cas_word(g, &old, word_next(old, true, 0)))
+                    goto out_lead;
+                continue;
+            }
+            /* Relaxed: published by the release half of the push CAS. */
+            __atomic_store_n(&s->lf_next, old & LF_TOP_MASK, __ATOMIC_RELAXED);
+            __atomic_store_n(&s->state, SLOT_IDLE, __ATOMIC_RELAXED);
+            if (cas_word(g, &old, word_next(old, true, s->idx + 1)))
+                break;
+        }
+    }
+    set_role(s, CR_ROLE_FOLLOWER);
+    cr_mutex_lock(&s->mu);
+    for (;;) {
+        /* acquire pairs with the promoter's IDLE -> PROMOTED CAS. */
+        st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        if (st == SLOT_PROMOTED)
+            break;
+        reason = leave_reason(p, f);
+        if (reason != STAY)
+            break;
+        wait_on(&s->cv, &s->mu, f->deadline);
+    }
+    cr_mutex_unlock(&s->mu);
+    if (st != SLOT_PROMOTED) {
+        /* Going away, but the slot stays on the stack: mark it LEFT so a
+         * popper skips it. Losing the race means we were just promoted: lead,
+         * and the leader loop gives the turn up properly. */
+        st = SLOT_IDLE;
+        if (__atomic_compare_exchange_n(&s->state, &st, SLOT_LEFT, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+            return reason;
+        assert(st == SLOT_PROMOTED);
+    }
+out_lead:
+    /* Relaxed: off the stack (popped, or never pushed after a failed push
+     * CAS left it IDLE), nobody else looks at it. */
+    __atomic_store_n(&s->state, SLOT_RUNNING, __ATOMIC_RELAXED);
+    move_lead(p, g->first, NO_SLOT, (int)s->idx);
+    /* seq_cst: the first half of the Dekker pair with cr_lf_pool_notify. */
+    __atomic_store_n(&s->leading, (int)g->first, __ATOMIC_SEQ_CST);
+    set_role(s, CR_ROLE_LEADER);
+    *r_out = g->first;
+    return STAY;
+}
+
+/* Gives the baton to popped slot f if its thread still waits: true. */
+static bool hand_over(struct lf_group *g, struct lf_slot *f)
+{
+    /* acquire pairs with f's thread's IDLE -> LEFT CAS, or with its push CAS
+     * that published IDLE. */
+    uint32_t st = __atomic_load_n(&f->state, __ATOMIC_ACQUIRE);
+
+    for (;;) {
+        if (st == SLOT_IDLE) {
+            /* acq_rel pairs with the thread's IDLE -> LEFT and its acquire
+             * load of the state. */
+            if (__atomic_compare_exchange_n(&f->state, &st, SLOT_PROMOTED, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                /* Under its mutex: it re-checks the state under it. */
+                cr_mutex_lock(&f->mu);
+                signal_one(&f->cv);
+                cr_mutex_unlock(&f->mu);
+                __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
+                return true;
+            }
+        } else {
+            assert(st == SLOT_LEFT);
+            /* Off the stack now: its thread must push it again. */
+            if (__atomic_compare_exchange_n(&f->state, &st, SLOT_RUNNING, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                return false;
+        }
+    }
+}
+
+/* Same contract as unlead_locked: pop until an IDLE slot takes the baton, or
+ * clear LEADER on an empty stack. */
+static void unlead_lockfree(struct cr_lf_pool *p, struct lf_slot *s, unsigned r)
+{
+    struct lf_group *g = &p->groups[s->group];
+    uint64_t old;
+
+    /* seq_cst: see the Dekker pair with cr_lf_pool_notify. */
+    __atomic_store_n(&s->leading, -1, __ATOMIC_SEQ_CST);
+    move_lead(p, r, (int)s->idx, NO_SLOT);
+    /* acquire (here and below) pairs with the last CAS on the word. */
+    old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
+    for (;;) {
+        uint64_t top = old & LF_TOP_MASK;
+        struct lf_slot *f;
+
+        assert((old & LF_LEADER) != 0); /* we hold the baton */
+        if (top == 0) {
+            if (cas_word(g, &old, word_next(old, false, 0)))
+                return;
+            continue;
+        }
+        f = slot_at(p, (uint32_t)top);
+        /* Relaxed: see lf_next; a stale value fails the CAS (I4). */
+        if (!cas_word(g, &old,
+                      word_next(old, true, __atomic_load_n(&f->lf_next, __ATOMIC_RELAXED))))
+            continue;
+        if (hand_over(g, f))
+            return;
+        old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
+    }
+}
+
+static void kick_lockfree(struct lf_slot *s)
+{
+    /* Under its mutex: the sleeper checks its frame under it. */
+    cr_mutex_lock(&s->mu);
+    signal_one(&s->cv);
+    cr_mutex_unlock(&s->mu);
+}
+
+/* ------------------------------------------------------------------ the loop */
+
+static int follow(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, unsigned *r)
+{
+    if (p->order == ORDER_LOCKFREE)
+        return follow_lockfree(p, s, f, r);
+    return follow_locked(p, s, f, r);
+}
+
+static void unlead(struct cr_lf_pool *p, struct lf_slot *s, unsigned r)
+{
+    /* Stop being LEADER in the stats before anyone else can start. */
+    set_role(s, CR_ROLE_PROCESSING);
+    if (p->order == ORDER_LOCKFREE)
+        unlead_lockfree(p, s, r);
+    else
+        unlead_locked(p, s, r);
+}
+
+/*
+ * Leads reactor r: waits for one event, hands the leadership on, then
+ * dispatches it here (STAY). On a wake-up or timeout re-checks the frame and
+ * waits again; when the frame ends gives the leadership up and returns why.
+ */
+static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, unsigned r)
+{
+    struct cr_reactor *re = p->reactors[r];
+    struct cr_reactor_event ev;
+    int reason;
+    int n;
+
+    for (;;) {
+        reason = leave_reason(p, f);
+        if (reason != STAY) {
+            unlead(p, s, r);
+            return reason;
+        }
+        n = cr_reactor_next(re, next_timeout_ms(f), &ev);
+        if (n > 0)
+            break;
+        if (n < 0)
+            fail(p, n);
+        else if (cr_reactor_is_stopped(re))
+            cr_lf_pool_stop(p);
+    }
+    /* Promote before dispatching (activity 5); the event is ours, and it is
+     * dispatched even if the pool stops meanwhile. */
+    unlead(p, s, r);
+    cr_reactor_dispatch(re, &ev);
+    __atomic_fetch_add(&s->events, 1, __ATOMIC_RELAXED); /* a statistic */
+    return STAY;
+}
+
+/* Follows, leads and processes until the frame ends; returns why. */
+static int serve(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f)
+{
+    for (;;) {
+        unsigned r = 0;
+        int reason = follow(p, s, f, &r);
+
+        if (reason == STAY)
+            reason = lead(p, s, f, r);
+        if (reason != STAY)
+            return reason;
+    }
+}
+
+static void *thread_main(void *arg)
+{
+    struct lf_slot *s = arg;
+    struct cr_lf_pool *p = s->pool;
+    struct frame f = {.w = NULL, .deadline = 0};
+
+    tls_slot = s;
+    if (p->on_thread_start != NULL)
+        p->on_thread_start(s->idx, p->thread_arg);
+    (void)serve(p, s, &f); /* only stop ends it */
+    set_role(s, CR_ROLE_STOPPED);
+    if (p->on_thread_stop != NULL)
+        p->on_thread_stop(s->idx, p->thread_arg);
+    tls_slot = NULL;
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+const char *const *cr_lf_pool_promotions(void)
+{
+    return order_names;
+}
+
+static int parse_order(const char *name, enum order *out)
+{
+    if (name == NULL)
+        name = "lifo";
+    for (int i = 0; order_names[i] != NULL; i++) {
+        if (strcmp(order_names[i], name) == 0) {
+            *out = (enum order)i;
+            return 0;
+        }
+    }
+    return -EINVAL;
+}
+
+static int init_cond(pthread_cond_t *cv)
+{
+    pthread_condattr_t attr;
+    int rc;
+
+    rc = pthread_condattr_init(&attr);
+    if (rc != 0)
+        return -rc;
+    /* Deadlines are cr_clock_now_ns() times. */
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(cv, &attr);
+    pthread_condattr_destroy(&attr);
+    return -rc;
+}
+
+static void fini_cond(pthread_cond_t *cv)
+{
+    int rc = pthread_cond_destroy(cv);
+
+    assert(rc == 0);
+    (void)rc;
+}
+
+static void fini_groups(struct cr_lf_pool *p, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        fini_cond(&p->groups[i].cv);
+        cr_mutex_fini(&p->groups[i].lock);
+    }
+}
+
+static void fini_slots(struct cr_lf_pool *p, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        fini_cond(&p->slots[i].cv);
+        cr_mutex_fini(&p->slots[i].mu);
+    }
+}
+
+static int init_group(struct cr_lf_pool *p, unsigned i, bool shared)
+{
+    struct lf_group *g = &p->groups[i];
+    int err;
+
+    g->first = shared ? 0 : i;
+    g->count = shared ? p->nreactors : 1;
+    err = cr_mutex_init(&g->lock);
+    if (err < 0)
+        return err;
+    err = init_cond(&g->cv);
+    if (err < 0)
+        cr_mutex_fini(&g->lock);
+    return err;
+}
+
+static int init_slot(struct cr_lf_pool *p, unsigned i, const int *priorities)
+{
+    struct lf_slot *s = &p->slots[i];
+    int err;
+
+    s->pool = p;
+    s->idx = i;
+    s->group = i % p->ngroups;
+    if (i >= p->nthreads)
+        s->priority = INT_MIN; /* outside threads come last */
+    else
+        s->priority = priorities != NULL ? priorities[i] : -(int)i;
+    s->promoted = NO_SLOT;
+    s->leading = -1;
+    s->role = CR_ROLE_IDLE;
+    s->since = cr_clock_now_ns();
+    err = cr_mutex_init(&s->mu);
+    if (err < 0)
+        return err;
+    err = init_cond(&s->cv);
+    if (err < 0)
+        cr_mutex_fini(&s->mu);
+    return err;
+}
+
+/* Zeroed, cache-line aligned array of n elements of size sz. */
+static void *alloc_lines(size_t n, size_t sz)
+{
+    void *a;
+
+    if (n > SIZE_MAX / sz)
+        return NULL;
+    a = aligned_alloc(CACHE_LINE, n * sz);
+    if (a != NULL)
+        memset(a, 0, n * sz);
+    return a;
+}
+
+int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *cfg)
+{
+    struct cr_lf_pool *p;
+    enum order order;
+    unsigned groups_done = 0;
+    unsigned slots_done = 0;
+    int err;
+
+    *out = NULL;
+    if (cfg == NULL || cfg->nreactors == 0 || cfg->reactors == NULL || cfg->threads > MAX_THREADS ||
+        cfg->nreactors > MAX_THREADS)
+        return -EINVAL;
+    for (unsigned i = 0; i < cfg->nreactors; i++) {
+        if (cfg->reactors[i] == NULL)
+            return -EINVAL;
+    }
+    if (parse_order(cfg->promotion, &order) < 0)
+        return -EINVAL;
+    if (order == ORDER_LOCKFREE && cfg->shared_followers && cfg->nreactors > 1)
+        return -EINVAL; /* one word per group, one reactor per word */
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    p->order = order;
+    p->nreactors = cfg->nreactors;
+    p->ngroups = cfg->shared_followers ? 1 : cfg->nreactors;
+    p->nthreads = cfg->threads;
+    if (p->nthreads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+        p->nthreads = n > 0 ? (unsigned)n : 1;
+        if (p->nthreads < p->ngroups)
+            p->nthreads = p->ngroups;
+    }
+    err = -EINVAL;
+    if (p->nthreads < p->ngroups)
+        goto out_free; /* a group without threads would never be served */
+    p->nslots = p->nthreads + JOIN_SLOTS;
+    p->on_thread_start = cfg->on_thread_start;
+    p->on_thread_stop = cfg->on_thread_stop;
+    p->thread_arg = cfg->thread_arg;
+    err = -ENOMEM;
+    p->reactors = calloc(p->nreactors, sizeof(*p->reactors));
+    if (p->reactors == NULL)
+        goto out_free;
+    memcpy(p->reactors, cfg->reactors, p->nreactors * sizeof(*p->reactors));
+    p->lead = alloc_lines(p->nreactors, sizeof(*p->lead));
+    if (p->lead == NULL)
+        goto out_free_reactors;
+    for (unsigned i = 0; i < p->nreactors; i++)
+        p->lead[i].slot = NO_SLOT;
+    p->groups = alloc_lines(p->ngroups, sizeof(*p->groups));
+    if (p->groups == NULL)
+        goto out_free_lead;
+    p->slots = alloc_lines(p->nslots, sizeof(*p->slots));
+    if (p->slots == NULL)
+        goto out_free_groups;
+    for (; groups_done < p->ngroups; groups_done++) {
+        err = init_group(p, groups_done, cfg->shared_followers);
+        if (err < 0)
+            goto out_fini;
+    }
+    for (; slots_done < p->nslots; slots_done++) {
+        err = init_slot(p, slots_done, order == ORDER_PRIORITY ? cfg->priorities : NULL);
+        if (err < 0)
+            goto out_fini;
+    }
+    *out = p;
+    return 0;
+
+out_fini:
+    fini_slots(p, slots_done);
+    fini_groups(p, groups_done);
+    free(p->slots);
+out_free_groups:
+    free(p->groups);
+out_free_lead:
+    free(p->lead);
+out_free_reactors:
+    free(p->reactors);
+out_free:
+    free(p);
+    return err;
+}
+
+int cr_lf_pool_start(struct cr_lf_pool *p)
+{
+    if (p->started != 0)
+        return -EINVAL;
+    for (unsigned i = 0; i < p->nthreads; i++) {
+        int rc = pthread_create(&p->slots[i].tid, NULL, thread_main, &p->slots[i]);
+
+        if (rc != 0) {
+            int ignored;
+
+            cr_lf_pool_stop(p);
+            ignored = cr_lf_pool_join_all(p); /* pthread_create's error is the news */
+            (void)ignored;
+            return -rc;
+        }
+        p->started = i + 1;
+    }
+    return 0;
+}
+
+void cr_lf_pool_stop(struct cr_lf_pool *p)
+{
+    /* release pairs with the acquire load in leave_reason. */
+    __atomic_store_n(&p->stopping, 1, __ATOMIC_RELEASE);
+    for (unsigned i = 0; i < p->ngroups; i++) {
+        struct lf_group *g = &p->groups[i];
+
+        if (p->order == ORDER_LOCKFREE)
+            continue;
+        /* Under the lock: followers check the flag under it. */
+        cr_mutex_lock(&g->lock);
+        signal_all(&g->cv);
+        for (unsigned j = i; j < p->nslots; j += p->ngroups)
+            signal_one(&p->slots[j].cv);
+        cr_mutex_unlock(&g->lock);
+    }
+    if (p->order == ORDER_LOCKFREE) {
+        for (unsigned j = 0; j < p->nslots; j++)
+            kick_lockfree(&p->slots[j]);
+    }
+    for (unsigned r = 0; r < p->nreactors; r++)
+        cr_reactor_wake(p->reactors[r]);
+}
+
+int cr_lf_pool_join_all(struct cr_lf_pool *p)
+{
+    int err = 0;
+
+    for (unsigned i = 0; i < p->started; i++) {
+        int rc = pthread_join(p->slots[i].tid, NULL);
+
+        if (rc != 0 && err == 0)
+            err = -rc;
+    }
+    p->started = 0;
+    /* Relaxed: pthread_join ordered the threads' stores before this. */
+    if (err == 0)
+        err = __atomic_load_n(&p->error, __ATOMIC_RELAXED);
+    return err;
+}
+
+void cr_lf_pool_destroy(struct cr_lf_pool *p)
+{
+    if (p == NULL)
+        return;
+    if (p->started != 0) {
+        /* Misuse (destroy before join_all), but leave no thread behind. */
+        int ignored;
+
+        cr_lf_pool_stop(p);
+        ignored = cr_lf_pool_join_all(p);
+        (void)ignored;
+    }
+    fini_slots(p, p->nslots);
+    fini_groups(p, p->ngroups);
+    free(p->slots);
+    free(p->groups);
+    free(p->lead);
+    free(p->reactors);
+    free(p);
+}
+
+/* ------------------------------------------------------------------ join, wait, notify */
+
+int cr_lf_pool_join(struct cr_lf_pool *p, int timeout_ms)
+{
+    struct frame f = {.w = NULL, .deadline = deadline_of(timeout_ms)};
+    struct lf_slot *prev = tls_slot;
+    struct lf_slot *s = NULL;
+    int reason;
+
+    for (unsigned i = p->nthreads; i < p->nslots && s == NULL; i++) {
+        int free_slot = 0;
+
+        /* acquire pairs with the release store that gave the slot back. */
+        if (__atomic_compare_exchange_n(&p->slots[i].lent, &free_slot, 1, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            s = &p->slots[i];
+    }
+    if (s == NULL)
+        return -EBUSY;
+    tls_slot = s;
+    reason = serve(p, s, &f);
+    set_role(s, CR_ROLE_IDLE);
+    tls_slot = prev;
+    /* release pairs with the next lender's acquire CAS. */
+    __atomic_store_n(&s->lent, 0, __ATOMIC_RELEASE);
+    return reason == LEAVE_TIMEOUT ? -ETIMEDOUT : 0;
+}
+
+void cr_lf_waiter_init(struct cr_lf_waiter *w)
+{
+    struct lf_slot *s = tls_slot;
+
+    /* Relaxed: the caller publishes w (sends its request) after this, and
+     * that orders these stores before any notify. */
+    __atomic_store_n(&w->done, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&w->thread, s != NULL ? (int)s->idx : -1, __ATOMIC_RELAXED);
+}
+
+int cr_lf_pool_wait(struct cr_lf_pool *p, struct cr_lf_waiter *w, int timeout_ms)
+{
+    struct frame f = {.w = w, .deadline = deadline_of(timeout_ms)};
+    struct lf_slot *s = tls_slot;
+    int reason;
+
+    if (s == NULL || s->pool != p)
+        return -EINVAL;
+    /* Initialised on another thread: too late to be race-free with notify,
+     * but right for every notify that comes after this. */
+    if (__atomic_load_n(&w->thread, __ATOMIC_RELAXED) != (int)s->idx)
+        __atomic_store_n(&w->thread, (int)s->idx, __ATOMIC_RELAXED);
+    reason = serve(p, s, &f);
+    set_role(s, CR_ROLE_PROCESSING); /* back in the handler */
+    if (reason == LEAVE_DONE)
+        return 0;
+    return reason == LEAVE_STOP ? -ECANCELED : -ETIMEDOUT;
+}
+
+void cr_lf_pool_notify(struct cr_lf_pool *p, struct cr_lf_waiter *w)
+{
+    /* Read before done is set: from then on the waiter may return and w go
+     * out of scope. Relaxed: cr_lf_waiter_init's store is ordered by the
+     * caller (see there). */
+    int t = __atomic_load_n(&w->thread, __ATOMIC_RELAXED);
+    struct lf_slot *s;
+    int r;
+
+    /* seq_cst: the first half of the Dekker pair with a leader's `leading`
+     * store and leave_reason's load of done. */
+    __atomic_store_n(&w->done, 1, __ATOMIC_SEQ_CST);
+    if (t < 0 || (unsigned)t >= p->nslots)
+        return; /* nobody waits on it */
+    s = &p->slots[t];
+    if (p->order == ORDER_LOCKFREE)
+        kick_lockfree(s);
+    else
+        kick_locked(p, s);
+    /* seq_cst: the second half of the Dekker pair. */
+    r = __atomic_load_n(&s->leading, __ATOMIC_SEQ_CST);
+    if (r >= 0)
+        cr_reactor_wake(p->reactors[r]);
+}
+
+/* ------------------------------------------------------------------ introspection */
+
+int cr_lf_pool_self(const struct cr_lf_pool *p)
+{
+    const struct lf_slot *s = tls_slot;
+
+    return s != NULL && s->pool == p && s->idx < p->nthreads ? (int)s->idx : -1;
+}
+
+unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,
+                          struct cr_worker_stats *workers, unsigned max)
+{
+    unsigned m = max < p->nthreads ? max : p->nthreads;
+    uint64_t now = cr_clock_now_ns();
+
+    /* Every load below is relaxed: statistics (see the fields). */
+    if (promotions != NULL) {
+        uint64_t sum = 0;
+
+        for (unsigned g = 0; g < p->ngroups; g++)
+            sum += __atomic_load_n(&p->groups[g].promotions, __ATOMIC_RELAXED);
+        *promotions = sum;
+    }
+    if (workers == NULL)
+        return p->nthreads;
+    /*
+     * Roles are read one by one, so a hand-over between two reads could show
+     * both leaders. Read each reactor's leader once first, and report LEADER
+     * only for a thread that both says so and is one of them: never more
+     * leaders than reactors. A thread that took over after that read still
+     * shows as the follower it just was.
+     */
+    for (unsigned i = 0; i < m; i++)
+        workers[i].role = CR_ROLE_COUNT; /* "not a leader seen" */
+    for (unsigned r = 0; r < p->nreactors; r++) {
+        /* Relaxed: a sample; see struct lf_lead. */
+        int l = __atomic_load_n(&p->lead[r].slot, __ATOMIC_RELAXED);
+
+        if (l >= 0 && (unsigned)l < m)
+            workers[l].role = CR_ROLE_LEADER;
+    }
+    for (unsigned i = 0; i < m; i++) {
+        const struct lf_slot *s = &p->slots[i];
+        int role = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
+        uint64_t since = __atomic_load_n(&s->since, __ATOMIC_RELAXED);
+        bool seen_leading = workers[i].role == CR_ROLE_LEADER;
+
+        workers[i].events = __atomic_load_n(&s->events, __ATOMIC_RELAXED);
+        for (int k = 0; k < CR_ROLE_COUNT; k++)
+            workers[i].role_ns[k] = __atomic_load_n(&s->role_ns[k], __ATOMIC_RELAXED);
+        /* The time in the current role so far (role and since may be one
+         * change apart: an approximation of at most one change). */
+        if (role >= 0 && role < CR_ROLE_COUNT && now > since)
+            workers[i].role_ns[role] += now - since;
+        if (role == CR_ROLE_LEADER && !seen_leading)
+            role = CR_ROLE_FOLLOWER;
+        workers[i].role = (enum cr_role)role;
+    }
+    return p->nthreads;
+}

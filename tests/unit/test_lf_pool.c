@@ -1,0 +1,1136 @@
+/*
+ * test_lf_pool.c - the Leader/Followers pool under every promotion order (Check
+ * loop tests over cr_lf_pool_promotions()): exactly-once dispatch of one-shot
+ * pipes with no handle processed by two threads at once, blocking handlers
+ * not stopping the others, stats while running (at most one leader per
+ * reactor, promotions, time per role) and after stop, the promotion orders
+ * themselves (lifo, fifo, priority) on serialized events, two reactors with
+ * split and shared followers, hybrid waits (notify, nested waits that would
+ * deadlock a plain pool, timeout, cancel on stop), join from an outside
+ * thread, stop in every role, a lock-free stress test, and bad input.
+ *
+ * Determinism: order tests trigger one event at a time and first wait (by
+ * polling the stats) until every thread is parked; the other tests assert
+ * counts and invariants, never durations. Handler threads record into
+ * atomics; the test thread asserts.
+ */
+#include <cabrank/clock.h>
+#include <cabrank/lf_pool.h>
+#include <cabrank/reactor.h>
+
+#include "../support/support.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_CHANS   32
+#define MAX_LOG     64
+#define WAIT_MS     5000 /* bound on every poll for a condition */
+#define GATE_MS     5000 /* bound on every blocked handler */
+#define MAX_WORKERS 16
+
+enum mode {
+    MODE_COUNT,      /* read one byte, count, reactivate */
+    MODE_SLOW,       /* also take ctx.slow_us */
+    MODE_CONCURRENT, /* also stay inside until `goal` handlers are */
+    MODE_GATED,      /* also stay inside until the channel's gate opens */
+    MODE_REQUEST,    /* hybrid: wait for a reply (see on_request) */
+    MODE_REPLY,      /* hybrid: notify the matching request's waiter */
+    MODE_WAIT_GATED, /* hybrid: wait until notified, then stay until the gate opens */
+};
+
+struct ctx;
+
+struct chan {
+    int fds[2];
+    struct ctx *ctx;
+    struct cr_reactor *r;
+    int id;
+    enum mode mode;
+    /* Atomics written by handlers, read by the test thread. */
+    int in_use;
+    uint64_t handled;
+    int last_self;
+    int gate;
+    int entered;  /* MODE_WAIT_GATED: about to wait */
+    int returned; /* MODE_WAIT_GATED: the wait returned */
+};
+
+struct ctx {
+    struct cr_lf_pool *p;
+    struct chan chans[MAX_CHANS];
+    int nchans;
+    /* Atomics written by handlers. */
+    uint64_t total;
+    int overlaps; /* a handle entered by two threads at once */
+    int empty;    /* dispatched with nothing to read */
+    int errors;
+    int inside;
+    int max_inside;
+    int goal;
+    unsigned slow_us;
+    int log[MAX_LOG]; /* cr_lf_pool_self() of each event, in order */
+    int nlog;
+    /* Hybrid waits. */
+    struct cr_lf_waiter waiters[MAX_CHANS];
+    int wait_rc[MAX_CHANS];
+    int requests_in;
+    int requests_done;
+    int reply_base; /* chans[reply_base + i] is request i's reply */
+    int nrequests;
+    int hooks_started;
+    int hooks_stopped;
+};
+
+static int order_count(void)
+{
+    int n = 0;
+
+    while (cr_lf_pool_promotions()[n] != NULL)
+        n++;
+    return n;
+}
+
+static const char *order_at(int i)
+{
+    return cr_lf_pool_promotions()[i];
+}
+
+static bool is_order(int i, const char *name)
+{
+    return strcmp(order_at(i), name) == 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    usleep(ms * 1000);
+}
+
+static int load_int(const int *v)
+{
+    return __atomic_load_n(v, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t load_u64(const uint64_t *v)
+{
+    return __atomic_load_n(v, __ATOMIC_ACQUIRE);
+}
+
+/* Stays inside until *flag >= goal or GATE_MS pass. */
+static void hold_until(const int *flag, int goal)
+{
+    uint64_t end = cr_test_now_ms() + GATE_MS;
+
+    while (load_int(flag) < goal && cr_test_now_ms() < end)
+        sleep_ms(1);
+}
+
+static void on_reply(struct chan *c);
+static void on_wait_gated(struct chan *c);
+static void on_request(struct chan *c);
+
+static void on_event(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct chan *c = arg;
+    struct ctx *x = c->ctx;
+    int zero = 0;
+    int now_inside;
+    int max;
+    char b;
+
+    (void)events;
+    /* First: the test reads it once `inside` counts this handler. */
+    __atomic_store_n(&c->last_self, cr_lf_pool_self(x->p), __ATOMIC_RELEASE);
+    if (!__atomic_compare_exchange_n(&c->in_use, &zero, 1, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        __atomic_fetch_add(&x->overlaps, 1, __ATOMIC_RELAXED);
+    now_inside = __atomic_add_fetch(&x->inside, 1, __ATOMIC_ACQ_REL);
+    max = __atomic_load_n(&x->max_inside, __ATOMIC_ACQUIRE);
+    while (now_inside > max && !__atomic_compare_exchange_n(&x->max_inside, &max, now_inside, false,
+                                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        ;
+    if (read(fd, &b, 1) != 1)
+        __atomic_fetch_add(&x->empty, 1, __ATOMIC_RELAXED);
+    if (c->mode == MODE_SLOW)
+        usleep(x->slow_us);
+    else if (c->mode == MODE_CONCURRENT)
+        hold_until(&x->max_inside, x->goal);
+    else if (c->mode == MODE_GATED)
+        hold_until(&c->gate, 1);
+    else if (c->mode == MODE_REQUEST)
+        on_request(c);
+    else if (c->mode == MODE_REPLY)
+        on_reply(c);
+    else if (c->mode == MODE_WAIT_GATED)
+        on_wait_gated(c);
+    {
+        int k = __atomic_fetch_add(&x->nlog, 1, __ATOMIC_ACQ_REL);
+
+        if (k < MAX_LOG)
+            __atomic_store_n(&x->log[k], cr_lf_pool_self(x->p), __ATOMIC_RELEASE);
+    }
+    __atomic_fetch_sub(&x->inside, 1, __ATOMIC_ACQ_REL);
+    __atomic_store_n(&c->in_use, 0, __ATOMIC_RELEASE);
+    __atomic_fetch_add(&c->handled, 1, __ATOMIC_ACQ_REL);
+    __atomic_fetch_add(&x->total, 1, __ATOMIC_ACQ_REL);
+    /* Last: once reactivated, another thread may take the handle. */
+    if (cr_reactor_reactivate(r, fd) < 0)
+        __atomic_fetch_add(&x->errors, 1, __ATOMIC_RELAXED);
+}
+
+/* Adds a one-shot pipe to r. */
+static struct chan *add_chan(struct ctx *x, struct cr_reactor *r, enum mode mode)
+{
+    struct chan *c = &x->chans[x->nchans];
+
+    ck_assert_int_lt(x->nchans, MAX_CHANS);
+    c->id = x->nchans++;
+    c->ctx = x;
+    c->r = r;
+    c->mode = mode;
+    c->last_self = -2;
+    ck_assert_int_eq(pipe2(c->fds, O_CLOEXEC | O_NONBLOCK), 0);
+    ck_assert_int_eq(cr_reactor_add(r, c->fds[0], CR_EV_READ, CR_REACTOR_ONESHOT, on_event, c), 0);
+    return c;
+}
+
+static void poke(struct chan *c)
+{
+    ck_assert_int_eq(write(c->fds[1], "x", 1), 1);
+}
+
+/* poke for handler threads (Check asserts belong to the test thread). */
+static void poke_from_handler(struct chan *c)
+{
+    if (write(c->fds[1], "x", 1) != 1)
+        __atomic_fetch_add(&c->ctx->errors, 1, __ATOMIC_RELAXED);
+}
+
+static void close_chans(struct ctx *x)
+{
+    for (int i = 0; i < x->nchans; i++) {
+        ck_assert_int_eq(cr_reactor_remove(x->chans[i].r, x->chans[i].fds[0]), 0);
+        close(x->chans[i].fds[0]);
+        close(x->chans[i].fds[1]);
+    }
+}
+
+static struct cr_reactor *make_reactor(void)
+{
+    struct cr_reactor *r;
+
+    ck_assert_int_eq(cr_reactor_create(&r, NULL), 0);
+    return r;
+}
+
+static struct cr_lf_pool *make_pool(struct cr_reactor **rs, unsigned nr, unsigned threads,
+                                    const char *promotion, bool shared, const int *prio)
+{
+    struct cr_lf_pool_config cfg = {
+        .threads = threads,
+        .promotion = promotion,
+        .reactors = rs,
+        .nreactors = nr,
+        .shared_followers = shared,
+        .priorities = prio,
+    };
+    struct cr_lf_pool *p;
+
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), 0);
+    return p;
+}
+
+struct census {
+    unsigned role[CR_ROLE_COUNT];
+    uint64_t events;
+    uint64_t promotions;
+};
+
+static void census(struct cr_lf_pool *p, struct census *c)
+{
+    struct cr_worker_stats w[MAX_WORKERS];
+    unsigned n = cr_lf_pool_stats(p, &c->promotions, w, MAX_WORKERS);
+
+    ck_assert_uint_le(n, MAX_WORKERS);
+    memset(c->role, 0, sizeof(c->role));
+    c->events = 0;
+    for (unsigned i = 0; i < n; i++) {
+        c->role[w[i].role]++;
+        c->events += w[i].events;
+    }
+}
+
+/* Polls until the pool shows exactly these leaders, followers and (unless
+ * events < 0) events dispatched. */
+static bool wait_roles(struct cr_lf_pool *p, unsigned leaders, unsigned followers, long events)
+{
+    uint64_t end = cr_test_now_ms() + WAIT_MS;
+    struct census c;
+
+    do {
+        census(p, &c);
+        if (c.role[CR_ROLE_LEADER] == leaders && c.role[CR_ROLE_FOLLOWER] == followers &&
+            (events < 0 || c.events == (uint64_t)events))
+            return true;
+        sleep_ms(1);
+    } while (cr_test_now_ms() < end);
+    return false;
+}
+
+static bool wait_count(const uint64_t *v, uint64_t want)
+{
+    uint64_t end = cr_test_now_ms() + WAIT_MS * 2;
+
+    while (load_u64(v) < want) {
+        if (cr_test_now_ms() >= end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+static bool wait_int(const int *v, int want)
+{
+    uint64_t end = cr_test_now_ms() + WAIT_MS;
+
+    while (load_int(v) < want) {
+        if (cr_test_now_ms() >= end)
+            return false;
+        sleep_ms(1);
+    }
+    return true;
+}
+
+static void stop_and_join(struct cr_lf_pool *p)
+{
+    struct cr_worker_stats w[MAX_WORKERS];
+    unsigned n;
+
+    cr_lf_pool_stop(p);
+    ck_assert_int_eq(cr_lf_pool_join_all(p), 0);
+    n = cr_lf_pool_stats(p, NULL, w, MAX_WORKERS);
+    for (unsigned i = 0; i < n && i < MAX_WORKERS; i++)
+        ck_assert_int_eq(w[i].role, CR_ROLE_STOPPED);
+}
+
+static void check_clean(struct ctx *x)
+{
+    ck_assert_int_eq(load_int(&x->overlaps), 0);
+    ck_assert_int_eq(load_int(&x->empty), 0);
+    ck_assert_int_eq(load_int(&x->errors), 0);
+}
+
+/* ------------------------------------------------------------------ dispatch */
+
+START_TEST(every_byte_is_handled_once_and_no_handle_by_two_threads)
+{
+    enum { NCHANS = 8, BYTES = 2000 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    char buf[16];
+
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, MODE_COUNT);
+    x->p = make_pool(&r, 1, 4, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    for (int i = 0; i < BYTES; i++)
+        poke(&x->chans[i % NCHANS]);
+    ck_assert_msg(wait_count(&x->total, BYTES), "%s: %llu of %d handled", order_at(_i),
+                  (unsigned long long)load_u64(&x->total), BYTES);
+    stop_and_join(x->p);
+    check_clean(x);
+    ck_assert_uint_eq(load_u64(&x->total), BYTES);
+    for (int i = 0; i < NCHANS; i++) {
+        ck_assert_uint_eq(load_u64(&x->chans[i].handled), BYTES / NCHANS);
+        ck_assert_int_eq(read(x->chans[i].fds[0], buf, sizeof(buf)), -1); /* nothing left */
+    }
+    {
+        struct census c;
+
+        census(x->p, &c);
+        ck_assert_uint_eq(c.events, BYTES);
+    }
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+START_TEST(blocking_handlers_do_not_stop_the_others)
+{
+    enum { THREADS = 4 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct census c;
+
+    x->goal = THREADS;
+    for (int i = 0; i < THREADS; i++)
+        add_chan(x, r, MODE_CONCURRENT);
+    x->p = make_pool(&r, 1, THREADS, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, THREADS - 1, 0));
+    for (int i = 0; i < THREADS; i++)
+        poke(&x->chans[i]);
+    ck_assert(wait_count(&x->total, THREADS));
+    /* Each handler stays inside until all are: only true concurrency ends it
+     * early (a serialized pool would reach max 1 after GATE_MS each). */
+    ck_assert_int_eq(load_int(&x->max_inside), THREADS);
+    census(x->p, &c);
+    ck_assert_uint_ge(c.promotions, 1);
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+static void hook_start(unsigned idx, void *arg)
+{
+    struct ctx *x = arg;
+
+    (void)idx;
+    __atomic_fetch_add(&x->hooks_started, 1, __ATOMIC_ACQ_REL);
+}
+
+static void hook_stop(unsigned idx, void *arg)
+{
+    struct ctx *x = arg;
+
+    (void)idx;
+    __atomic_fetch_add(&x->hooks_stopped, 1, __ATOMIC_ACQ_REL);
+}
+
+struct writer {
+    struct ctx *x;
+    int bytes;
+    int nchans;
+};
+
+static void *write_bytes(void *arg)
+{
+    struct writer *wr = arg;
+
+    for (int i = 0; i < wr->bytes; i++) {
+        struct chan *c = &wr->x->chans[i % wr->nchans];
+
+        while (write(c->fds[1], "x", 1) != 1)
+            sleep_ms(1); /* pipe full */
+    }
+    return NULL;
+}
+
+START_TEST(stats_show_one_leader_per_reactor_while_running_and_stopped_after)
+{
+    enum { THREADS = 4, NCHANS = 4, BYTES = 1500 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct cr_lf_pool_config cfg = {
+        .threads = THREADS,
+        .promotion = order_at(_i),
+        .reactors = &r,
+        .nreactors = 1,
+        .on_thread_start = hook_start,
+        .on_thread_stop = hook_stop,
+        .thread_arg = x,
+    };
+    struct writer wr = {.x = x, .bytes = (int)BYTES, .nchans = NCHANS};
+    struct cr_worker_stats w[THREADS];
+    uint64_t promotions;
+    uint64_t leader_ns = 0;
+    uint64_t follower_ns = 0;
+    pthread_t t;
+    int samples = 0;
+
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, MODE_COUNT);
+    ck_assert_int_eq(cr_lf_pool_create(&x->p, &cfg), 0);
+    ck_assert_uint_eq(cr_lf_pool_stats(x->p, NULL, NULL, 0), THREADS);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, THREADS - 1, 0));
+    ck_assert_int_eq(load_int(&x->hooks_started), THREADS);
+    ck_assert_int_eq(pthread_create(&t, NULL, write_bytes, &wr), 0);
+    while (load_u64(&x->total) < BYTES && samples < 200000) {
+        struct census c;
+
+        census(x->p, &c);
+        ck_assert_uint_le(c.role[CR_ROLE_LEADER], 1);
+        ck_assert_uint_eq(c.role[CR_ROLE_STOPPED], 0);
+        samples++;
+    }
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert(wait_count(&x->total, BYTES));
+    ck_assert(wait_roles(x->p, 1, THREADS - 1, BYTES));
+    /* The first event found three parked followers: at least one promotion. */
+    ck_assert_uint_eq(cr_lf_pool_stats(x->p, &promotions, w, THREADS), THREADS);
+    ck_assert_uint_ge(promotions, 1);
+    for (int i = 0; i < THREADS; i++) {
+        leader_ns += w[i].role_ns[CR_ROLE_LEADER];
+        follower_ns += w[i].role_ns[CR_ROLE_FOLLOWER];
+    }
+    ck_assert_uint_gt(leader_ns, 0);
+    ck_assert_uint_gt(follower_ns, 0);
+    stop_and_join(x->p);
+    ck_assert_int_eq(load_int(&x->hooks_stopped), THREADS);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ promotion orders */
+
+/* Sends `events` bytes one at a time, each only once every thread is parked
+ * again, and returns who handled each in x->log. */
+static void serialized_events(struct ctx *x, struct chan *c, unsigned threads, int events)
+{
+    for (int k = 0; k < events; k++) {
+        ck_assert_msg(wait_roles(x->p, 1, threads - 1, k), "not parked before event %d", k);
+        poke(c);
+        ck_assert(wait_count(&x->total, (uint64_t)k + 1));
+    }
+    ck_assert(wait_roles(x->p, 1, threads - 1, events));
+}
+
+START_TEST(followers_are_promoted_in_the_configured_order)
+{
+    enum { THREADS = 3, EVENTS = 10 };
+    static const int prio[THREADS] = {5, 20, 10};
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *c = add_chan(x, r, MODE_COUNT);
+    const int *h = x->log;
+    bool lifo = is_order(_i, "lifo") || is_order(_i, "lifo-lockfree");
+
+    x->p = make_pool(&r, 1, THREADS, order_at(_i), false, prio);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    serialized_events(x, c, THREADS, EVENTS);
+    for (int k = 1; k < EVENTS; k++) {
+        ck_assert_int_ge(h[k], 0);
+        /* The leader that takes an event hands its turn to a parked follower
+         * before processing, so it never takes the next one - except under
+         * native, where it may win the lock back before the woken follower. */
+        if (!is_order(_i, "native"))
+            ck_assert_int_ne(h[k], h[k - 1]);
+    }
+    for (int k = 2; k < EVENTS; k++) {
+        if (lifo) {
+            /* The last follower to rejoin (the previous handler) leads next. */
+            ck_assert_msg(h[k] == h[k - 2], "lifo: event %d by %d, expected %d", k, h[k], h[k - 2]);
+        } else if (is_order(_i, "fifo")) {
+            /* The longest-waiting follower leads next: round robin. */
+            ck_assert_msg(h[k] != h[k - 2], "fifo: event %d by %d again", k, h[k]);
+        } else if (is_order(_i, "priority")) {
+            /* Threads 1 (20) and 2 (10) outrank thread 0 (5). */
+            ck_assert_msg(h[k] == 1 || h[k] == 2, "priority: event %d by %d", k, h[k]);
+        }
+    }
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ several reactors */
+
+START_TEST(split_groups_serve_each_reactor_with_its_own_threads)
+{
+    enum { THREADS = 3, ROUNDS = 6 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *rs[2] = {make_reactor(), make_reactor()};
+    struct chan *c0 = add_chan(x, rs[0], MODE_COUNT);
+    struct chan *c1 = add_chan(x, rs[1], MODE_COUNT);
+
+    x->p = make_pool(rs, 2, THREADS, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    /* Thread i serves reactor i % 2: {0, 2} lead rs[0] in turn, 1 leads rs[1]. */
+    for (int k = 0; k < ROUNDS; k++) {
+        ck_assert(wait_roles(x->p, 2, 1, 2 * k));
+        poke(c0);
+        ck_assert(wait_count(&c0->handled, (uint64_t)k + 1));
+        ck_assert_int_eq(load_int(&c0->last_self) % 2, 0);
+        poke(c1);
+        ck_assert(wait_count(&c1->handled, (uint64_t)k + 1));
+        ck_assert_int_eq(load_int(&c1->last_self), 1);
+    }
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(rs[0]);
+    cr_reactor_destroy(rs[1]);
+    free(x);
+}
+END_TEST
+
+START_TEST(shared_followers_lead_whichever_reactor_has_no_leader)
+{
+    enum { THREADS = 3 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *rs[2] = {make_reactor(), make_reactor()};
+    struct cr_lf_pool_config cfg = {
+        .threads = THREADS,
+        .promotion = order_at(_i),
+        .reactors = rs,
+        .nreactors = 2,
+        .shared_followers = true,
+    };
+    struct chan *gate0 = add_chan(x, rs[0], MODE_GATED);
+    struct chan *rec0 = add_chan(x, rs[0], MODE_COUNT);
+    struct chan *gate1 = add_chan(x, rs[1], MODE_GATED);
+    struct chan *rec1 = add_chan(x, rs[1], MODE_COUNT);
+    int tx;
+    int tz;
+    int ty;
+
+    if (is_order(_i, "lifo-lockfree")) {
+        /* Documented: one lock-free word per group, so no shared followers. */
+        ck_assert_int_eq(cr_lf_pool_create(&x->p, &cfg), -EINVAL);
+        goto out;
+    }
+    ck_assert_int_eq(cr_lf_pool_create(&x->p, &cfg), 0);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 2, 1, 0));
+    /* X blocks in a handler of rs[0]; the follower Z is promoted to rs[0]. */
+    poke(gate0);
+    ck_assert(wait_int(&x->inside, 1));
+    ck_assert(wait_roles(x->p, 2, 0, -1));
+    tx = load_int(&gate0->last_self);
+    poke(rec0);
+    ck_assert(wait_count(&rec0->handled, 1));
+    tz = load_int(&rec0->last_self);
+    ck_assert_int_ne(tz, tx);
+    ck_assert(wait_roles(x->p, 2, 0, -1));
+    /* Y, the leader of rs[1], blocks too: rs[1] is left leaderless. */
+    poke(gate1);
+    ck_assert(wait_int(&x->inside, 2));
+    ck_assert(wait_roles(x->p, 1, 0, -1));
+    ty = load_int(&gate1->last_self);
+    ck_assert_int_ne(ty, tx);
+    ck_assert_int_ne(ty, tz);
+    /* X rejoins: the one leaderless reactor is rs[1], so X leads it. */
+    __atomic_store_n(&gate0->gate, 1, __ATOMIC_RELEASE);
+    ck_assert(wait_roles(x->p, 2, 0, -1));
+    poke(rec1);
+    ck_assert(wait_count(&rec1->handled, 1));
+    ck_assert_int_eq(load_int(&rec1->last_self), tx);
+    __atomic_store_n(&gate1->gate, 1, __ATOMIC_RELEASE);
+    ck_assert(wait_roles(x->p, 2, 1, 4));
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+out:
+    close_chans(x);
+    cr_reactor_destroy(rs[0]);
+    cr_reactor_destroy(rs[1]);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ hybrid waits */
+
+/*
+ * Request i waits for its reply. The replies are written only once every
+ * request handler is inside at the same time, which a pool of fewer threads
+ * reaches only if waiting threads serve other events meanwhile.
+ */
+static void on_request(struct chan *c)
+{
+    struct ctx *x = c->ctx;
+    int i = c->id;
+    int in;
+
+    cr_lf_waiter_init(&x->waiters[i]);
+    in = __atomic_add_fetch(&x->requests_in, 1, __ATOMIC_ACQ_REL);
+    if (in == x->nrequests) {
+        for (int k = 0; k < x->nrequests; k++)
+            poke_from_handler(&x->chans[x->reply_base + k]);
+    }
+    __atomic_store_n(&x->wait_rc[i], cr_lf_pool_wait(x->p, &x->waiters[i], GATE_MS),
+                     __ATOMIC_RELEASE);
+    __atomic_fetch_add(&x->requests_done, 1, __ATOMIC_ACQ_REL);
+}
+
+static void on_reply(struct chan *c)
+{
+    struct ctx *x = c->ctx;
+
+    cr_lf_pool_notify(x->p, &x->waiters[c->id - x->reply_base]);
+}
+
+static void run_requests(struct ctx *x, struct cr_reactor *r, unsigned threads, int nreq,
+                         int rounds, const char *promotion)
+{
+    x->nrequests = nreq;
+    for (int i = 0; i < nreq; i++)
+        add_chan(x, r, MODE_REQUEST);
+    x->reply_base = x->nchans;
+    for (int i = 0; i < nreq; i++)
+        add_chan(x, r, MODE_REPLY);
+    x->p = make_pool(&r, 1, threads, promotion, false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    for (int round = 1; round <= rounds; round++) {
+        __atomic_store_n(&x->requests_in, 0, __ATOMIC_RELEASE);
+        for (int i = 0; i < nreq; i++)
+            poke(&x->chans[i]);
+        ck_assert_msg(wait_int(&x->requests_done, round * nreq), "%s: round %d: %d done", promotion,
+                      round, load_int(&x->requests_done));
+        for (int i = 0; i < nreq; i++)
+            ck_assert_int_eq(load_int(&x->wait_rc[i]), 0);
+        ck_assert(wait_count(&x->total, (uint64_t)(round * 2 * nreq)));
+    }
+    stop_and_join(x->p);
+    check_clean(x);
+}
+
+START_TEST(waiting_handlers_keep_serving_so_the_pool_never_deadlocks)
+{
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+
+    /* 4 requests all waiting at once on 2 threads: nested waits. */
+    run_requests(x, r, 2, 4, 3, order_at(_i));
+    ck_assert_int_ge(load_int(&x->max_inside), 4);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+START_TEST(notify_reaches_a_waiter_in_every_role_under_load)
+{
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+
+    /* Many rounds: waiters are notified as leaders, followers and while
+     * processing, and (lock-free) leave slots behind on the idle stack. */
+    run_requests(x, r, 4, 6, 60, order_at(_i));
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+/* A handler that waits twice: 50 ms in vain, then until stop. */
+static void on_wait_twice(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct ctx *x = arg;
+    struct cr_lf_waiter w;
+    char b;
+
+    (void)r;
+    (void)events;
+    if (read(fd, &b, 1) != 1)
+        __atomic_fetch_add(&x->empty, 1, __ATOMIC_RELAXED);
+    cr_lf_waiter_init(&w);
+    __atomic_store_n(&x->wait_rc[0], cr_lf_pool_wait(x->p, &w, 50), __ATOMIC_RELEASE);
+    cr_lf_waiter_init(&w);
+    __atomic_store_n(&x->requests_in, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&x->wait_rc[1], cr_lf_pool_wait(x->p, &w, -1), __ATOMIC_RELEASE);
+    __atomic_store_n(&x->requests_done, 1, __ATOMIC_RELEASE);
+}
+
+START_TEST(wait_times_out_and_is_cancelled_by_stop)
+{
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    int p[2];
+
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+    ck_assert_int_eq(cr_reactor_add(r, p[0], CR_EV_READ, CR_REACTOR_ONESHOT, on_wait_twice, x), 0);
+    x->p = make_pool(&r, 1, 2, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    ck_assert(wait_int(&x->requests_in, 1));
+    ck_assert_int_eq(load_int(&x->wait_rc[0]), -ETIMEDOUT);
+    /* The waiting thread serves as leader or follower meanwhile: both
+     * threads are leader or follower now. */
+    ck_assert(wait_roles(x->p, 1, 1, -1));
+    cr_lf_pool_stop(x->p);
+    ck_assert_int_eq(cr_lf_pool_join_all(x->p), 0);
+    ck_assert_int_eq(load_int(&x->requests_done), 1);
+    ck_assert_int_eq(load_int(&x->wait_rc[1]), -ECANCELED);
+    ck_assert_int_eq(load_int(&x->empty), 0);
+    cr_lf_pool_destroy(x->p);
+    ck_assert_int_eq(cr_reactor_remove(r, p[0]), 0);
+    close(p[0]);
+    close(p[1]);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+static void on_wait_gated(struct chan *c)
+{
+    struct ctx *x = c->ctx;
+
+    cr_lf_waiter_init(&x->waiters[c->id]);
+    __atomic_store_n(&c->entered, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&x->wait_rc[c->id], cr_lf_pool_wait(x->p, &x->waiters[c->id], GATE_MS),
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&c->returned, 1, __ATOMIC_RELEASE);
+    hold_until(&c->gate, 1);
+}
+
+static void open_gate(struct chan *c)
+{
+    __atomic_store_n(&c->gate, 1, __ATOMIC_RELEASE);
+}
+
+static enum cr_role role_of(struct cr_lf_pool *p, int idx)
+{
+    struct cr_worker_stats w[MAX_WORKERS];
+    unsigned n = cr_lf_pool_stats(p, NULL, w, MAX_WORKERS);
+
+    ck_assert_int_ge(idx, 0);
+    ck_assert_int_lt(idx, (int)n);
+    return w[idx].role;
+}
+
+/* Sends one byte on c and waits until it is handled and the pool shows
+ * these roles again. */
+static void one_event(struct ctx *x, struct chan *c, unsigned leaders, unsigned followers)
+{
+    uint64_t before = load_u64(&c->handled);
+
+    poke(c);
+    ck_assert(wait_count(&c->handled, before + 1));
+    ck_assert(wait_roles(x->p, leaders, followers, -1));
+}
+
+START_TEST(notified_waiter_leaves_its_role_properly)
+{
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *wa = add_chan(x, r, MODE_WAIT_GATED);
+    struct chan *wb = add_chan(x, r, MODE_WAIT_GATED);
+    struct chan *g1 = add_chan(x, r, MODE_GATED);
+    struct chan *rec = add_chan(x, r, MODE_COUNT);
+    bool blocked;
+    int tb;
+
+    /* Two threads: whoever does not wait is the leader, or blocked. */
+    x->p = make_pool(&r, 1, 2, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, 1, 0));
+
+    /* A follower notified from outside returns to its handler and stays
+     * there: it must not keep (lock-free: be handed) a turn meanwhile. */
+    poke(wa);
+    ck_assert(wait_int(&wa->entered, 1));
+    ck_assert(wait_roles(x->p, 1, 1, -1));
+    cr_lf_pool_notify(x->p, &x->waiters[wa->id]);
+    ck_assert(wait_int(&wa->returned, 1));
+    ck_assert_int_eq(load_int(&x->wait_rc[wa->id]), 0);
+    ck_assert(wait_roles(x->p, 1, 0, -1));
+    for (int k = 0; k < 3; k++)
+        one_event(x, rec, 1, 0);
+    open_gate(wa);
+    ck_assert(wait_roles(x->p, 1, 1, 4));
+
+    /* A waiter that leads when notified gives the turn up before returning. */
+    poke(wb);
+    ck_assert(wait_int(&wb->entered, 1));
+    ck_assert(wait_roles(x->p, 1, 1, -1));
+    tb = load_int(&wb->last_self);
+    /* native may have let the waiter win the turn back already; otherwise
+     * the other thread blocks here, promoting the waiter. */
+    blocked = role_of(x->p, tb) != CR_ROLE_LEADER;
+    if (blocked) {
+        poke(g1);
+        ck_assert(wait_int(&x->inside, 2));
+        ck_assert(wait_roles(x->p, 1, 0, -1));
+    }
+    ck_assert_int_eq(role_of(x->p, tb), CR_ROLE_LEADER);
+    cr_lf_pool_notify(x->p, &x->waiters[wb->id]);
+    ck_assert(wait_int(&wb->returned, 1));
+    ck_assert_int_eq(load_int(&x->wait_rc[wb->id]), 0);
+    if (blocked) {
+        /* Nobody leads now; the first thread back takes the turn. */
+        ck_assert(wait_roles(x->p, 0, 0, -1));
+        open_gate(g1);
+    }
+    ck_assert(wait_roles(x->p, 1, 0, -1));
+    one_event(x, rec, 1, 0);
+    open_gate(wb);
+    ck_assert(wait_roles(x->p, 1, 1, 6 + blocked));
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ join, stop */
+
+struct stopper {
+    struct cr_lf_pool *p;
+    unsigned delay_ms;
+};
+
+static void *stop_later(void *arg)
+{
+    struct stopper *s = arg;
+
+    sleep_ms(s->delay_ms);
+    cr_lf_pool_stop(s->p);
+    return NULL;
+}
+
+START_TEST(join_lends_the_calling_thread_until_timeout_or_stop)
+{
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *gate = add_chan(x, r, MODE_GATED);
+    struct chan *rec = add_chan(x, r, MODE_COUNT);
+    struct stopper st;
+    pthread_t t;
+
+    x->p = make_pool(&r, 1, 1, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, 0, 0));
+    /* The only pool thread blocks: nobody leads until we join. */
+    poke(gate);
+    ck_assert(wait_int(&x->inside, 1));
+    poke(rec);
+    ck_assert_int_eq(cr_lf_pool_join(x->p, 200), -ETIMEDOUT);
+    ck_assert_uint_eq(load_u64(&rec->handled), 1);
+    ck_assert_int_eq(load_int(&rec->last_self), -1); /* handled here, an outside thread */
+    __atomic_store_n(&gate->gate, 1, __ATOMIC_RELEASE);
+    ck_assert(wait_count(&gate->handled, 1));
+    /* Joined until stop: returns 0. */
+    st.p = x->p;
+    st.delay_ms = 50;
+    ck_assert_int_eq(pthread_create(&t, NULL, stop_later, &st), 0);
+    ck_assert_int_eq(cr_lf_pool_join(x->p, -1), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(cr_lf_pool_join_all(x->p), 0);
+    ck_assert_int_eq(cr_lf_pool_join(x->p, -1), 0); /* stopped: at once */
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+START_TEST(stop_ends_leader_followers_and_processing_threads)
+{
+    enum { THREADS = 4 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *gate = add_chan(x, r, MODE_GATED);
+    struct census c;
+
+    x->p = make_pool(&r, 1, THREADS, order_at(_i), false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, THREADS - 1, 0));
+    poke(gate);
+    ck_assert(wait_roles(x->p, 1, THREADS - 2, -1));
+    census(x->p, &c);
+    ck_assert_uint_eq(c.role[CR_ROLE_PROCESSING], 1);
+    cr_lf_pool_stop(x->p);
+    cr_lf_pool_stop(x->p); /* twice is harmless */
+    /* The processing thread finishes its event, then leaves too. */
+    __atomic_store_n(&gate->gate, 1, __ATOMIC_RELEASE);
+    ck_assert_int_eq(cr_lf_pool_join_all(x->p), 0);
+    census(x->p, &c);
+    ck_assert_uint_eq(c.role[CR_ROLE_STOPPED], THREADS);
+    ck_assert_uint_eq(c.events, 1);
+    ck_assert_uint_eq(load_u64(&gate->handled), 1);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ lock-free stress */
+
+/*
+ * Iteration 0: 8 threads, tiny handlers - rapid push/pop and hand-offs.
+ * Iteration 1: 3 threads, handlers of 200 us - the stack often runs empty,
+ * so leaders clear LEADER while others finish and push (the pending race).
+ */
+START_TEST(lockfree_stack_survives_rapid_handoffs)
+{
+    enum { MAX_THREADS = 8, NCHANS = 12 };
+    const int THREADS = _i == 0 ? 8 : 3;
+    const uint64_t BYTES = _i == 0 ? 6000 : 2000;
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct writer wr = {.x = x, .bytes = (int)BYTES, .nchans = NCHANS};
+    struct chan *gates[MAX_THREADS];
+    pthread_t t;
+    uint64_t end;
+
+    x->slow_us = _i == 0 ? 0 : 200;
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, _i == 0 ? MODE_COUNT : MODE_SLOW);
+    for (int i = 0; i < THREADS; i++)
+        gates[i] = add_chan(x, r, MODE_GATED);
+    x->p = make_pool(&r, 1, THREADS, "lifo-lockfree", false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, write_bytes, &wr), 0);
+    /* Two leaders would also trip the pool's own assert (lead[r] CAS) and
+     * make handlers overlap (two waits on one handle set). */
+    end = cr_test_now_ms() + WAIT_MS * 4;
+    while (load_u64(&x->total) < BYTES && cr_test_now_ms() < end) {
+        struct census c;
+
+        census(x->p, &c);
+        ck_assert_uint_le(c.role[CR_ROLE_LEADER], 1);
+    }
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert(wait_count(&x->total, BYTES));
+    ck_assert(wait_roles(x->p, 1, THREADS - 1, BYTES));
+    /* No follower was stranded on a lost stack: block the threads one by
+     * one; each blocked leader must hand the turn on, down to the last. */
+    for (int i = 0; i < THREADS; i++) {
+        poke(gates[i]);
+        ck_assert_msg(wait_int(&x->inside, i + 1), "only %d of %d threads had a turn", i, THREADS);
+    }
+    ck_assert(wait_roles(x->p, 0, 0, BYTES));
+    for (int i = 0; i < THREADS; i++)
+        open_gate(gates[i]);
+    ck_assert(wait_roles(x->p, 1, THREADS - 1, BYTES + THREADS));
+    stop_and_join(x->p);
+    check_clean(x);
+    ck_assert_uint_eq(load_u64(&x->total), BYTES + THREADS);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+END_TEST
+
+START_TEST(lockfree_groups_stress_over_two_reactors)
+{
+    enum { THREADS = 6, NCHANS = 8, BYTES = 3000 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *rs[2] = {make_reactor(), make_reactor()};
+    struct writer wr = {.x = x, .bytes = (int)BYTES, .nchans = NCHANS};
+    pthread_t t;
+
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, rs[i % 2], MODE_COUNT);
+    x->p = make_pool(rs, 2, THREADS, "lifo-lockfree", false, NULL);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, write_bytes, &wr), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert(wait_count(&x->total, BYTES));
+    ck_assert(wait_roles(x->p, 2, THREADS - 2, BYTES));
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(rs[0]);
+    cr_reactor_destroy(rs[1]);
+    free(x);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ bad input */
+
+START_TEST(bad_input_gets_error_codes)
+{
+    struct cr_reactor *rs[2] = {make_reactor(), make_reactor()};
+    struct cr_reactor *none[1] = {NULL};
+    struct cr_lf_pool_config cfg = {.threads = 2, .reactors = rs, .nreactors = 1};
+    struct cr_lf_pool *p = (struct cr_lf_pool *)&cfg;
+    struct cr_lf_waiter w;
+    int n = order_count();
+
+    ck_assert_int_eq(n, 5);
+    ck_assert_ptr_null(cr_lf_pool_promotions()[n]);
+    cfg.promotion = "random";
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    ck_assert_ptr_null(p);
+    cfg.promotion = NULL;
+    cfg.nreactors = 0;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.nreactors = 1;
+    cfg.reactors = none;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.reactors = NULL;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    ck_assert_int_eq(cr_lf_pool_create(&p, NULL), -EINVAL);
+    /* Split groups need a thread each. */
+    cfg.reactors = rs;
+    cfg.nreactors = 2;
+    cfg.threads = 1;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.threads = 2;
+    cfg.promotion = "lifo-lockfree";
+    cfg.shared_followers = true;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.shared_followers = false;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), 0);
+    ck_assert_int_eq(cr_lf_pool_self(p), -1);
+    /* A waiter nobody waits on: notify is harmless, wait off the pool fails. */
+    cr_lf_waiter_init(&w);
+    cr_lf_pool_notify(p, &w);
+    cr_lf_pool_notify(p, &w);
+    ck_assert_int_eq(cr_lf_pool_wait(p, &w, 0), -EINVAL);
+    ck_assert_int_eq(cr_lf_pool_start(p), 0);
+    ck_assert_int_eq(cr_lf_pool_start(p), -EINVAL);
+    cr_lf_pool_notify(p, &w);
+    stop_and_join(p);
+    cr_lf_pool_destroy(p);
+    /* Default threads (CPUs) and order, never started. */
+    cfg.threads = 0;
+    cfg.promotion = NULL;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), 0);
+    ck_assert_uint_ge(cr_lf_pool_stats(p, NULL, NULL, 0), 2);
+    cr_lf_pool_destroy(p);
+    cr_lf_pool_destroy(NULL);
+    cr_reactor_destroy(rs[0]);
+    cr_reactor_destroy(rs[1]);
+}
+END_TEST
+
+Suite *lf_pool_suite(void);
+Suite *lf_pool_suite(void)
+{
+    Suite *s = suite_create("lf_pool");
+    TCase *tc = tcase_create("core");
+    int n = order_count();
+
+    /* Each test takes well under a second; the margin is for a loaded
+     * 2-core machine (and x10 under TSan). */
+    tcase_set_timeout(tc, 20);
+    tcase_add_loop_test(tc, every_byte_is_handled_once_and_no_handle_by_two_threads, 0, n);
+    tcase_add_loop_test(tc, blocking_handlers_do_not_stop_the_others, 0, n);
+    tcase_add_loop_test(tc, stats_show_one_leader_per_reactor_while_running_and_stopped_after, 0,
+                        n);
+    tcase_add_loop_test(tc, followers_are_promoted_in_the_configured_order, 0, n);
+    tcase_add_loop_test(tc, split_groups_serve_each_reactor_with_its_own_threads, 0, n);
+    tcase_add_loop_test(tc, shared_followers_lead_whichever_reactor_has_no_leader, 0, n);
+    tcase_add_loop_test(tc, waiting_handlers_keep_serving_so_the_pool_never_deadlocks, 0, n);
+    tcase_add_loop_test(tc, notify_reaches_a_waiter_in_every_role_under_load, 0, n);
+    tcase_add_loop_test(tc, wait_times_out_and_is_cancelled_by_stop, 0, n);
+    tcase_add_loop_test(tc, notified_waiter_leaves_its_role_properly, 0, n);
+    tcase_add_loop_test(tc, join_lends_the_calling_thread_until_timeout_or_stop, 0, n);
+    tcase_add_loop_test(tc, stop_ends_leader_followers_and_processing_threads, 0, n);
+    tcase_add_loop_test(tc, lockfree_stack_survives_rapid_handoffs, 0, 2);
+    tcase_add_test(tc, lockfree_groups_stress_over_two_reactors);
+    tcase_add_test(tc, bad_input_gets_error_codes);
+    suite_add_tcase(s, tc);
+    return s;
+}
