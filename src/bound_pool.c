@@ -1,0 +1,1003 @@
+/*
+ * bound_pool.c - the bound handle/thread Leader/Followers variant, client
+ * side (POSA2 Leader/Followers, Variants: Bound_LF_Thread_Pool, and the
+ * hybrid client/server). Called by threads that send requests on one
+ * multiplexed connection and wait for their own replies: client threads
+ * (standalone mode) or the threads of a cr_lf_pool (hybrid mode). Owns the
+ * connection's socket (from attach to failure), the read buffer and the
+ * request id table; borrows the contexts, the lf pool and the reactor.
+ *
+ * Locks, in order: send_lock (one whole request at a time), then lock (all
+ * shared state), then whatever cr_lf_pool_notify and cr_reactor_* take
+ * inside (both are leaves towards us: neither calls back into this file with
+ * its lock held). lock is never held across poll, read, write, the decoder or
+ * on_fail.
+ *
+ * Invariants, under lock:
+ * - A context is in the id table exactly while its state is CTX_REGISTERED,
+ *   and then p->conn is live: a failure completes every registered context,
+ *   and expect refuses without a live connection. So the table always holds
+ *   the waiters of the current connection, and only those.
+ * - A context is completed (result set, CTX_DONE, woken) only under lock, and
+ *   its waiter only leaves join under lock, so the thread that completes a
+ *   context may signal its condition variable or cr_lf_pool_notify its
+ *   waiter without the context vanishing underneath (the signal happens
+ *   before the unlock).
+ * - Standalone: p->leader is the one thread that polls and reads; a follower
+ *   is queued (FIFO) only while it sleeps in join. Promotion sets p->leader to
+ *   the follower before waking it, so no newcomer slips in between.
+ * - Hybrid: the connection is one-shot in the reactor; the handler that set
+ *   p->reading is the one reader and reactivates the handle when it is done.
+ *
+ * The read buffer (rbuf, rlen, rgen) belongs to the reader of the moment
+ * (standalone: the leader; hybrid: the handler holding `reading`); it is
+ * handed from reader to reader under lock. rgen names the connection whose
+ * bytes it holds, so a reader of a new connection starts empty. Each reader
+ * decodes every complete frame it read before it stops reading, so the buffer
+ * only ever carries over the start of one incomplete frame.
+ *
+ * Connections are refcounted (struct conn): the pool holds one reference while
+ * the connection is current, the leader, a reading handler or a sender one
+ * each while it uses the fd outside the lock. A failure shuts the socket down
+ * (waking pollers and blocked senders) and drops the pool's reference; the
+ * last reference closes the fd, so no thread ever polls, reads or writes a
+ * closed (and maybe reused) descriptor.
+ */
+#include <cabrank/bound_pool.h>
+#include <cabrank/clock.h>
+#include <cabrank/lf_pool.h>
+#include <cabrank/reactor.h>
+
+#include "os/sync_internal.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_READ_BUFFER (64 * 1024)
+#define DEFAULT_BUCKETS     256u
+#define MIN_BUCKETS         16u
+#define MAX_BUCKETS         (1u << 20)
+/* Reads per readiness event in hybrid mode before the handle is re-armed:
+ * bounds the time one pool thread spends on the connection. */
+#define READS_PER_EVENT 16
+#define NO_DEADLINE     UINT64_MAX
+
+enum ctx_state {
+    CTX_IDLE = 0,
+    CTX_REGISTERED = 1, /* in the id table, waiting for its reply */
+    CTX_DONE = 2,       /* result set, not yet collected by join */
+};
+
+enum wait_mode {
+    WAIT_NONE = 0, /* not asleep: sending, leading, or running */
+    WAIT_COND = 1, /* asleep on its condition variable */
+    WAIT_LF = 2,   /* in cr_lf_pool_wait */
+};
+
+struct conn {
+    /* Immutable after attach. */
+    int fd;
+    uint64_t gen;
+    /* Protected by the pool's lock. */
+    unsigned refs;
+};
+
+struct cr_bound_pool {
+    /* Immutable after create. */
+    cr_bound_decode_fn *decode;
+    void *decode_arg;
+    struct cr_lf_pool *lf;
+    struct cr_reactor *reactor;
+    cr_bound_fail_fn *on_fail;
+    void *fail_arg;
+    size_t rcap;
+    unsigned nbuckets; /* a power of two */
+    unsigned hash_shift;
+    int wake_fd; /* standalone: eventfd that interrupts the leader's poll */
+
+    struct cr_mutex send_lock;
+
+    struct cr_mutex lock;
+    /* Protected by lock. */
+    struct cr_bound_ctx **buckets;
+    struct conn *conn; /* the live connection, NULL if none */
+    int fail_err;      /* what calls get while conn is NULL */
+    uint64_t next_gen;
+    struct cr_bound_ctx *leader; /* standalone */
+    struct cr_bound_ctx *fhead;  /* standalone: followers, oldest first */
+    struct cr_bound_ctx *ftail;
+    bool reading; /* hybrid: a handler reads the connection */
+    struct cr_bound_pool_stats st;
+
+    /* Owned by the reader of the moment (see the top of the file). */
+    char *rbuf;
+    size_t rlen;
+    uint64_t rgen;
+
+    /* Atomic, relaxed: only uniqueness matters, no data is published. */
+    uint64_t next_id;
+};
+
+/* ------------------------------------------------------------------ time */
+
+static uint64_t deadline_after(int timeout_ms)
+{
+    if (timeout_ms < 0)
+        return NO_DEADLINE;
+    return cr_clock_now_ns() + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+}
+
+/* Milliseconds left, rounded up so a poll never returns just before the
+ * deadline; -1 without one, 0 once passed. */
+static int remaining_ms(uint64_t deadline)
+{
+    uint64_t now;
+    uint64_t ms;
+
+    if (deadline == NO_DEADLINE)
+        return -1;
+    now = cr_clock_now_ns();
+    if (now >= deadline)
+        return 0;
+    ms = (deadline - now + CR_NSEC_PER_MSEC - 1) / CR_NSEC_PER_MSEC;
+    return ms > INT_MAX ? INT_MAX : (int)ms;
+}
+
+static bool is_expired(uint64_t deadline)
+{
+    return deadline != NO_DEADLINE && cr_clock_now_ns() >= deadline;
+}
+
+/*
+ * pthread_cond_(timed)wait on a cr_mutex, keeping its debug owner right.
+ * Returns 0 or ETIMEDOUT. Caller holds mu.
+ */
+static int cond_wait(pthread_cond_t *cv, struct cr_mutex *mu, uint64_t deadline)
+{
+    int rc;
+
+    cr_mutex_assert_held(mu);
+#ifdef CR_DEBUG
+    __atomic_store_n(&mu->held, 0, __ATOMIC_RELAXED);
+#endif
+    if (deadline == NO_DEADLINE) {
+        rc = pthread_cond_wait(cv, &mu->m);
+    } else {
+        struct timespec ts = {
+            .tv_sec = (time_t)(deadline / CR_NSEC_PER_SEC),
+            .tv_nsec = (long)(deadline % CR_NSEC_PER_SEC),
+        };
+
+        rc = pthread_cond_timedwait(cv, &mu->m, &ts);
+    }
+#ifdef CR_DEBUG
+    mu->owner = pthread_self();
+    __atomic_store_n(&mu->held, 1, __ATOMIC_RELAXED);
+#endif
+    return rc;
+}
+
+/* ------------------------------------------------------------------ contexts */
+
+int cr_bound_ctx_init(struct cr_bound_ctx *c)
+{
+    pthread_condattr_t attr;
+    int rc;
+
+    memset(c, 0, sizeof(*c));
+    rc = pthread_condattr_init(&attr);
+    if (rc != 0)
+        return -rc;
+    /* Deadlines are CLOCK_MONOTONIC (cr_clock_now_ns), immune to clock steps. */
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0)
+        rc = pthread_cond_init(&c->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    c->state = CTX_IDLE;
+    return -rc;
+}
+
+void cr_bound_ctx_fini(struct cr_bound_ctx *c)
+{
+    assert(c->state != CTX_REGISTERED);
+    pthread_cond_destroy(&c->cond);
+}
+
+/* ------------------------------------------------------------------ id table */
+
+static struct cr_bound_ctx **bucket_of(struct cr_bound_pool *p, uint64_t id)
+{
+    /* Fibonacci hashing: ids are often sequential, the multiply spreads them. */
+    return &p->buckets[(id * UINT64_C(0x9E3779B97F4A7C15)) >> p->hash_shift];
+}
+
+static struct cr_bound_ctx *lookup(struct cr_bound_pool *p, uint64_t id)
+{
+    struct cr_bound_ctx *c;
+
+    cr_mutex_assert_held(&p->lock);
+    for (c = *bucket_of(p, id); c != NULL; c = c->hnext) {
+        if (c->id == id)
+            return c;
+    }
+    return NULL;
+}
+
+static void unregister(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+{
+    struct cr_bound_ctx **pp = bucket_of(p, c->id);
+
+    cr_mutex_assert_held(&p->lock);
+    assert(c->state == CTX_REGISTERED);
+    while (*pp != c) {
+        assert(*pp != NULL);
+        pp = &(*pp)->hnext;
+    }
+    *pp = c->hnext;
+    c->hnext = NULL;
+    p->st.registered--;
+}
+
+/* ------------------------------------------------------------------ followers */
+
+static void enqueue_follower(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+{
+    cr_mutex_assert_held(&p->lock);
+    assert(!c->queued);
+    c->fnext = NULL;
+    c->fprev = p->ftail;
+    if (p->ftail != NULL)
+        p->ftail->fnext = c;
+    else
+        p->fhead = c;
+    p->ftail = c;
+    c->queued = true;
+    p->st.followers++;
+}
+
+static void dequeue_follower(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+{
+    cr_mutex_assert_held(&p->lock);
+    assert(c->queued);
+    if (c->fprev != NULL)
+        c->fprev->fnext = c->fnext;
+    else
+        p->fhead = c->fnext;
+    if (c->fnext != NULL)
+        c->fnext->fprev = c->fprev;
+    else
+        p->ftail = c->fprev;
+    c->fnext = NULL;
+    c->fprev = NULL;
+    c->queued = false;
+    p->st.followers--;
+}
+
+/*
+ * The leader leaves its role: the oldest follower becomes leader and is woken
+ * on its own condition variable (the paper's step (c), FIFO order).
+ */
+static void step_down(struct cr_bound_pool *p, struct cr_bound_ctx *self)
+{
+    struct cr_bound_ctx *f = p->fhead;
+
+    cr_mutex_assert_held(&p->lock);
+    assert(p->leader == self);
+    (void)self;
+    p->leader = NULL;
+    if (f == NULL)
+        return;
+    dequeue_follower(p, f);
+    f->promoted = true;
+    p->leader = f;
+    p->st.promotions++;
+    pthread_cond_signal(&f->cond);
+}
+
+/* ------------------------------------------------------------------ completion */
+
+/* Wakes the thread of a just-completed context wherever it sleeps. Caller
+ * holds lock (see the invariants at the top). */
+static void wake(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+{
+    cr_mutex_assert_held(&p->lock);
+    if (c->wait_mode == WAIT_COND)
+        pthread_cond_signal(&c->cond);
+    else if (c->wait_mode == WAIT_LF)
+        cr_lf_pool_notify(p->lf, &c->lfw);
+}
+
+static void complete(struct cr_bound_pool *p, struct cr_bound_ctx *c, ssize_t result)
+{
+    unregister(p, c);
+    c->result = result;
+    c->state = CTX_DONE;
+    if (c->queued)
+        dequeue_follower(p, c);
+    wake(p, c);
+}
+
+/* Ends c's wait with -ETIMEDOUT; a reply arriving later finds no waiter. */
+static void expire(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+{
+    complete(p, c, -ETIMEDOUT);
+    p->st.timeouts++;
+}
+
+/* ------------------------------------------------------------------ connection */
+
+static void conn_put(struct cr_bound_pool *p, struct conn *conn)
+{
+    cr_mutex_assert_held(&p->lock);
+    assert(conn->refs > 0);
+    if (--conn->refs > 0)
+        return;
+    close(conn->fd);
+    free(conn);
+}
+
+/*
+ * Ends conn if it is still the current connection: completes every waiter
+ * with err, wakes the leader and blocked senders, drops the pool's reference.
+ * Returns true if it did (the caller then runs on_fail after unlocking).
+ */
+static bool fail_locked(struct cr_bound_pool *p, struct conn *conn, int err)
+{
+    cr_mutex_assert_held(&p->lock);
+    if (conn == NULL || p->conn != conn)
+        return false;
+    p->conn = NULL;
+    p->fail_err = err;
+    p->st.failures++;
+    if (p->lf != NULL) {
+        /* Removed while the fd is still open; a handler already dispatched
+         * sees p->conn changed and leaves. -ENOENT cannot happen: the
+         * registration lives exactly as long as the connection is current. */
+        int rc = cr_reactor_remove(p->reactor, conn->fd);
+
+        assert(rc == 0);
+        (void)rc;
+    }
+    /* Wakes a sender blocked in poll(POLLOUT) and a leader in poll(POLLIN). */
+    (void)shutdown(conn->fd, SHUT_RDWR);
+    for (unsigned i = 0; i < p->nbuckets; i++) {
+        while (p->buckets[i] != NULL)
+            complete(p, p->buckets[i], err);
+    }
+    if (p->wake_fd >= 0) {
+        uint64_t one = 1;
+
+        /* EAGAIN only if the counter is saturated: the leader wakes anyway. */
+        (void)!write(p->wake_fd, &one, sizeof(one));
+    }
+    conn_put(p, conn);
+    return true;
+}
+
+static void report_failure(struct cr_bound_pool *p, int err)
+{
+    if (err != 0 && p->on_fail != NULL)
+        p->on_fail(p, err, p->fail_arg);
+}
+
+void cr_bound_pool_fail(struct cr_bound_pool *p, int err)
+{
+    bool failed;
+
+    if (err >= 0)
+        err = -ECONNRESET;
+    cr_mutex_lock(&p->lock);
+    failed = fail_locked(p, p->conn, err);
+    cr_mutex_unlock(&p->lock);
+    if (failed)
+        report_failure(p, err);
+}
+
+/* ------------------------------------------------------------------ reading */
+
+/* Hands one reply to the context waiting for it (the paper's step (b)). */
+static void deliver(struct cr_bound_pool *p, struct conn *conn, uint64_t id, const char *payload,
+                    size_t len)
+{
+    struct cr_bound_ctx *c;
+
+    cr_mutex_lock(&p->lock);
+    c = p->conn == conn ? lookup(p, id) : NULL;
+    if (c == NULL) {
+        p->st.dropped++;
+        cr_mutex_unlock(&p->lock);
+        return;
+    }
+    /* Copied under the lock: the waiter may time out the moment it is
+     * released, taking its buffer with it. Replies are small; the lock is
+     * held for one memcpy. */
+    if (len > c->cap) {
+        complete(p, c, -EMSGSIZE);
+    } else {
+        if (len > 0)
+            memcpy(c->buf, payload, len);
+        complete(p, c, (ssize_t)len);
+    }
+    p->st.delivered++;
+    if (!pthread_equal(c->owner, pthread_self()))
+        p->st.handed_off++;
+    cr_mutex_unlock(&p->lock);
+}
+
+/*
+ * Decodes and delivers every complete frame in the read buffer, keeping the
+ * start of an incomplete one. 0, -EBADMSG (malformed, or a decoder that broke
+ * its contract), -EMSGSIZE (a frame larger than the buffer). Reader only.
+ */
+static int process_input(struct cr_bound_pool *p, struct conn *conn)
+{
+    size_t off = 0;
+
+    while (off < p->rlen) {
+        const char *start = p->rbuf + off;
+        size_t avail = p->rlen - off;
+        const char *payload = NULL;
+        size_t plen = 0;
+        uint64_t id = 0;
+        ssize_t n = p->decode(p->decode_arg, start, avail, &id, &payload, &plen);
+
+        if (n == -EAGAIN)
+            break;
+        if (n <= 0 || (size_t)n > avail)
+            return -EBADMSG;
+        if (plen > 0 &&
+            (payload < start || payload > start + n || plen > (size_t)(start + n - payload)))
+            return -EBADMSG;
+        deliver(p, conn, id, payload, plen);
+        off += (size_t)n;
+    }
+    if (off > 0) {
+        memmove(p->rbuf, p->rbuf + off, p->rlen - off);
+        p->rlen -= off;
+    }
+    return p->rlen == p->rcap ? -EMSGSIZE : 0;
+}
+
+/*
+ * One non-blocking read into the buffer, then decoding. 1 if something was
+ * read, 0 if nothing was available, or the error that ends the connection.
+ * Reader only.
+ */
+static int read_input(struct cr_bound_pool *p, struct conn *conn)
+{
+    ssize_t n;
+
+    if (p->rgen != conn->gen) {
+        p->rlen = 0;
+        p->rgen = conn->gen;
+    }
+    n = read(conn->fd, p->rbuf + p->rlen, p->rcap - p->rlen);
+    if (n > 0) {
+        int err;
+
+        p->rlen += (size_t)n;
+        err = process_input(p, conn);
+        return err != 0 ? err : 1;
+    }
+    if (n == 0)
+        return -ECONNRESET;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return 0;
+    return -errno;
+}
+
+/* ------------------------------------------------------------------ standalone */
+
+/*
+ * One turn of the leader, outside the lock: waits up to the deadline for the
+ * connection (or the wake-up) and reads what is there. 0, or the error that
+ * ends the connection.
+ */
+static int lead_once(struct cr_bound_pool *p, struct conn *conn, uint64_t deadline)
+{
+    struct pollfd pfd[2] = {
+        {.fd = conn->fd, .events = POLLIN},
+        {.fd = p->wake_fd, .events = POLLIN},
+    };
+    int rc = poll(pfd, 2, remaining_ms(deadline));
+    int err = 0;
+
+    if (rc < 0)
+        return errno == EINTR || errno == ENOMEM ? 0 : -errno;
+    if (pfd[1].revents != 0) {
+        uint64_t v;
+
+        (void)!read(p->wake_fd, &v, sizeof(v));
+    }
+    if (pfd[0].revents != 0)
+        err = read_input(p, conn);
+    return err < 0 ? err : 0;
+}
+
+/*
+ * The leader's loop (the paper's join, leader part): reads and hands off
+ * replies until its own has come, its deadline passed or the connection
+ * failed, then promotes a follower. Stores the error of a failure it
+ * detected in *report. Caller holds lock and is p->leader.
+ */
+static void lead(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t deadline, int *report)
+{
+    cr_mutex_assert_held(&p->lock);
+    assert(p->leader == c);
+    c->promoted = false;
+    while (c->state == CTX_REGISTERED) {
+        struct conn *conn = p->conn;
+        int err;
+
+        assert(conn != NULL);
+        conn->refs++;
+        cr_mutex_unlock(&p->lock);
+        /* At least one pass, even past the deadline: a zero timeout still
+         * takes a reply that is already there. */
+        err = lead_once(p, conn, deadline);
+        cr_mutex_lock(&p->lock);
+        if (err != 0 && fail_locked(p, conn, err))
+            *report = err;
+        conn_put(p, conn);
+        if (c->state == CTX_REGISTERED && is_expired(deadline))
+            expire(p, c);
+    }
+    step_down(p, c);
+}
+
+/* join for standalone mode. Caller holds lock; c is registered or done. */
+static void join_standalone(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t deadline,
+                            int *report)
+{
+    for (;;) {
+        int rc = 0;
+
+        if (c->state == CTX_DONE) {
+            /* Completed (by a failure) just as it was promoted: pass the
+             * leadership on. */
+            if (c->promoted) {
+                c->promoted = false;
+                step_down(p, c);
+            }
+            return;
+        }
+        if (c->promoted || p->leader == NULL) {
+            p->leader = c;
+            lead(p, c, deadline, report);
+            continue;
+        }
+        enqueue_follower(p, c);
+        c->wait_mode = WAIT_COND;
+        while (c->state == CTX_REGISTERED && !c->promoted && rc != ETIMEDOUT)
+            rc = cond_wait(&c->cond, &p->lock, deadline);
+        c->wait_mode = WAIT_NONE;
+        if (c->queued)
+            dequeue_follower(p, c);
+        if (c->state == CTX_REGISTERED && !c->promoted)
+            expire(p, c);
+        /* Promoted: leads now, even past its deadline (lead() expires it and
+         * promotes the next follower). */
+    }
+}
+
+/* ------------------------------------------------------------------ hybrid */
+
+/*
+ * join for hybrid mode: a thread that serves the lf pool (one of its threads,
+ * or one inside cr_lf_pool_join) rejoins it, serving other events, until
+ * notified; any other thread (cr_lf_pool_wait says -EINVAL) sleeps on its
+ * condition variable. Caller holds lock; c is registered or done.
+ */
+static void join_hybrid(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t deadline)
+{
+    bool use_lf = true;
+
+    while (c->state == CTX_REGISTERED) {
+        int rc;
+
+        if (is_expired(deadline)) {
+            expire(p, c);
+            break;
+        }
+        if (use_lf) {
+            /* Initialised under lock, notified only under lock while
+             * WAIT_LF: a reply between the unlock and the wait is kept in
+             * the waiter and ends the wait at once. */
+            cr_lf_waiter_init(&c->lfw);
+            c->wait_mode = WAIT_LF;
+            cr_mutex_unlock(&p->lock);
+            rc = cr_lf_pool_wait(p->lf, &c->lfw, remaining_ms(deadline));
+            cr_mutex_lock(&p->lock);
+            if (rc == -EINVAL) {
+                use_lf = false;
+                rc = 0;
+            }
+        } else {
+            c->wait_mode = WAIT_COND;
+            rc = -cond_wait(&c->cond, &p->lock, deadline);
+        }
+        c->wait_mode = WAIT_NONE;
+        if (c->state != CTX_REGISTERED)
+            break;
+        if (rc == -ETIMEDOUT)
+            expire(p, c);
+        else if (rc == -ECANCELED)
+            complete(p, c, -ECANCELED);
+        /* rc == 0 with no reply: a spurious wake-up; wait again. */
+    }
+}
+
+/*
+ * Readiness of the connection in hybrid mode, on whichever pool thread took
+ * the event: the "leader" of the bound variant for this one event. Reads and
+ * delivers what is there, then re-arms the one-shot handle.
+ */
+static void on_readable(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct cr_bound_pool *p = arg;
+    struct conn *conn;
+    bool failed = false;
+    int err = 0;
+
+    (void)r;
+    (void)events;
+    cr_mutex_lock(&p->lock);
+    conn = p->conn;
+    /* A stale event (the connection failed or was replaced) or a second
+     * reader: the current reader re-arms the handle when it is done. */
+    if (conn == NULL || conn->fd != fd || p->reading) {
+        cr_mutex_unlock(&p->lock);
+        return;
+    }
+    p->reading = true;
+    conn->refs++;
+    cr_mutex_unlock(&p->lock);
+
+    for (int i = 0; i < READS_PER_EVENT; i++) {
+        err = read_input(p, conn);
+        if (err <= 0)
+            break;
+    }
+
+    cr_mutex_lock(&p->lock);
+    p->reading = false;
+    if (err < 0)
+        failed = fail_locked(p, conn, err);
+    if (p->conn != NULL) {
+        /* Level-triggered: bytes that came after our last read fire again. */
+        int rc = cr_reactor_reactivate(p->reactor, p->conn->fd);
+
+        assert(rc == 0);
+        (void)rc;
+    }
+    conn_put(p, conn);
+    cr_mutex_unlock(&p->lock);
+    if (failed)
+        report_failure(p, err);
+}
+
+/* ------------------------------------------------------------------ public */
+
+int cr_bound_pool_create(struct cr_bound_pool **out, const struct cr_bound_pool_config *cfg)
+{
+    struct cr_bound_pool *p;
+    unsigned buckets = MIN_BUCKETS;
+    unsigned bits = 4;
+    int err;
+
+    if (cfg == NULL || cfg->decode == NULL || (cfg->lf == NULL) != (cfg->reactor == NULL))
+        return -EINVAL;
+    while (buckets < (cfg->buckets ? cfg->buckets : DEFAULT_BUCKETS) && buckets < MAX_BUCKETS) {
+        buckets <<= 1;
+        bits++;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return -ENOMEM;
+    p->decode = cfg->decode;
+    p->decode_arg = cfg->decode_arg;
+    p->lf = cfg->lf;
+    p->reactor = cfg->reactor;
+    p->on_fail = cfg->on_fail;
+    p->fail_arg = cfg->fail_arg;
+    p->rcap = cfg->read_buffer ? cfg->read_buffer : DEFAULT_READ_BUFFER;
+    p->nbuckets = buckets;
+    p->hash_shift = 64 - bits;
+    p->fail_err = -ENOTCONN;
+    p->wake_fd = -1;
+
+    err = -ENOMEM;
+    p->buckets = calloc(buckets, sizeof(*p->buckets));
+    if (p->buckets == NULL)
+        goto out_free_pool;
+    p->rbuf = malloc(p->rcap);
+    if (p->rbuf == NULL)
+        goto out_free_buckets;
+    if (p->lf == NULL) {
+        p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (p->wake_fd < 0) {
+            err = -errno;
+            goto out_free_rbuf;
+        }
+    }
+    err = cr_mutex_init(&p->lock);
+    if (err != 0)
+        goto out_close_wake;
+    err = cr_mutex_init(&p->send_lock);
+    if (err != 0)
+        goto out_fini_lock;
+    *out = p;
+    return 0;
+
+out_fini_lock:
+    cr_mutex_fini(&p->lock);
+out_close_wake:
+    if (p->wake_fd >= 0)
+        close(p->wake_fd);
+out_free_rbuf:
+    free(p->rbuf);
+out_free_buckets:
+    free(p->buckets);
+out_free_pool:
+    free(p);
+    return err;
+}
+
+void cr_bound_pool_destroy(struct cr_bound_pool *p)
+{
+    if (p == NULL)
+        return;
+    cr_mutex_lock(&p->lock);
+    assert(p->st.registered == 0 && p->leader == NULL);
+    if (p->conn != NULL) {
+        struct conn *conn = p->conn;
+
+        p->conn = NULL;
+        if (p->lf != NULL) {
+            /* Registered for as long as the connection is current. */
+            int rc = cr_reactor_remove(p->reactor, conn->fd);
+
+            assert(rc == 0);
+            (void)rc;
+        }
+        conn_put(p, conn);
+    }
+    cr_mutex_unlock(&p->lock);
+    cr_mutex_fini(&p->send_lock);
+    cr_mutex_fini(&p->lock);
+    if (p->wake_fd >= 0)
+        close(p->wake_fd);
+    free(p->rbuf);
+    free(p->buckets);
+    free(p);
+}
+
+int cr_bound_pool_attach(struct cr_bound_pool *p, int fd)
+{
+    struct conn *conn;
+    int type;
+    socklen_t len = sizeof(type);
+    int fl;
+    int err = 0;
+
+    if (fd < 0)
+        return -EBADF;
+    fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return -errno;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0)
+        return -errno;
+    if (type != SOCK_STREAM && type != SOCK_SEQPACKET)
+        return -EPROTOTYPE;
+    conn = calloc(1, sizeof(*conn));
+    if (conn == NULL)
+        return -ENOMEM;
+    conn->fd = fd;
+    conn->refs = 1;
+
+    cr_mutex_lock(&p->lock);
+    if (p->conn != NULL) {
+        err = -EBUSY;
+        goto out_unlock;
+    }
+    /* Only now: a refused attach leaves the caller's fd as it was. */
+    if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        err = -errno;
+        goto out_unlock;
+    }
+    if (p->lf != NULL) {
+        err = cr_reactor_add(p->reactor, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_readable, p);
+        if (err != 0)
+            goto out_unlock;
+    }
+    conn->gen = ++p->next_gen;
+    p->conn = conn;
+    conn = NULL;
+out_unlock:
+    cr_mutex_unlock(&p->lock);
+    free(conn);
+    return err;
+}
+
+uint64_t cr_bound_pool_next_id(struct cr_bound_pool *p)
+{
+    return __atomic_add_fetch(&p->next_id, 1, __ATOMIC_RELAXED);
+}
+
+int cr_bound_pool_expect(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t id, void *buf,
+                         size_t cap)
+{
+    struct cr_bound_ctx **head;
+    int err = 0;
+
+    if (buf == NULL && cap > 0)
+        return -EINVAL;
+    cr_mutex_lock(&p->lock);
+    if (c->state != CTX_IDLE) {
+        err = -EBUSY;
+        goto out_unlock;
+    }
+    if (p->conn == NULL) {
+        err = p->fail_err;
+        goto out_unlock;
+    }
+    if (lookup(p, id) != NULL) {
+        err = -EEXIST;
+        goto out_unlock;
+    }
+    c->id = id;
+    c->buf = buf;
+    c->cap = cap;
+    c->owner = pthread_self();
+    c->result = 0;
+    c->wait_mode = WAIT_NONE;
+    c->promoted = false;
+    c->queued = false;
+    c->state = CTX_REGISTERED;
+    head = bucket_of(p, id);
+    c->hnext = *head;
+    *head = c;
+    p->st.registered++;
+out_unlock:
+    cr_mutex_unlock(&p->lock);
+    return err;
+}
+
+int cr_bound_pool_cancel(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+{
+    int err = 0;
+
+    cr_mutex_lock(&p->lock);
+    if (c->state == CTX_IDLE)
+        err = -EINVAL;
+    else if (c->state == CTX_REGISTERED)
+        unregister(p, c);
+    c->state = CTX_IDLE;
+    cr_mutex_unlock(&p->lock);
+    return err;
+}
+
+int cr_bound_pool_send(struct cr_bound_pool *p, const void *req, size_t len, int timeout_ms)
+{
+    uint64_t deadline = deadline_after(timeout_ms);
+    const char *data = req;
+    struct conn *conn;
+    size_t off = 0;
+    bool failed = false;
+    int err = 0;
+
+    cr_mutex_lock(&p->lock);
+    conn = p->conn;
+    if (conn == NULL) {
+        err = p->fail_err;
+        cr_mutex_unlock(&p->lock);
+        return err;
+    }
+    conn->refs++;
+    cr_mutex_unlock(&p->lock);
+
+    cr_mutex_lock(&p->send_lock);
+    while (off < len) {
+        ssize_t n = send(conn->fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pfd = {.fd = conn->fd, .events = POLLOUT};
+            int ms = remaining_ms(deadline);
+
+            if (ms == 0) {
+                err = -ETIMEDOUT;
+                break;
+            }
+            /* Hang-up or error shows in the next send. */
+            (void)poll(&pfd, 1, ms);
+            continue;
+        }
+        err = n < 0 ? -errno : -EIO;
+        if (err == -EPIPE)
+            err = -ECONNRESET;
+        break;
+    }
+    cr_mutex_unlock(&p->send_lock);
+
+    cr_mutex_lock(&p->lock);
+    if (err == 0) {
+        p->st.sent++;
+    } else if (err != -ETIMEDOUT || off > 0) {
+        /* Half a request went out: the stream cannot carry another one. */
+        if (err == -ETIMEDOUT)
+            err = -ECONNRESET;
+        failed = fail_locked(p, conn, err);
+    }
+    conn_put(p, conn);
+    cr_mutex_unlock(&p->lock);
+    if (failed)
+        report_failure(p, err);
+    return err;
+}
+
+ssize_t cr_bound_pool_join(struct cr_bound_pool *p, struct cr_bound_ctx *c, int timeout_ms)
+{
+    uint64_t deadline = deadline_after(timeout_ms);
+    int report = 0;
+    ssize_t result;
+
+    cr_mutex_lock(&p->lock);
+    if (c->state == CTX_IDLE) {
+        cr_mutex_unlock(&p->lock);
+        return -EINVAL;
+    }
+    if (p->lf == NULL)
+        join_standalone(p, c, deadline, &report);
+    else
+        join_hybrid(p, c, deadline);
+    assert(c->state == CTX_DONE && !c->queued && p->leader != c);
+    result = c->result;
+    c->state = CTX_IDLE;
+    cr_mutex_unlock(&p->lock);
+    report_failure(p, report);
+    return result;
+}
+
+ssize_t cr_bound_pool_call(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t id,
+                           const void *req, size_t req_len, void *reply, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = deadline_after(timeout_ms);
+    int err;
+
+    err = cr_bound_pool_expect(p, c, id, reply, cap);
+    if (err != 0)
+        return err;
+    err = cr_bound_pool_send(p, req, req_len, remaining_ms(deadline));
+    if (err != 0) {
+        /* c is registered, or completed by the failure the send caused:
+         * either way cancel frees it. */
+        int rc = cr_bound_pool_cancel(p, c);
+
+        assert(rc == 0);
+        (void)rc;
+        return err;
+    }
+    return cr_bound_pool_join(p, c, remaining_ms(deadline));
+}
+
+void cr_bound_pool_stats(struct cr_bound_pool *p, struct cr_bound_pool_stats *out)
+{
+    cr_mutex_lock(&p->lock);
+    *out = p->st;
+    out->leading = p->leader != NULL;
+    out->connected = p->conn != NULL;
+    cr_mutex_unlock(&p->lock);
+}
