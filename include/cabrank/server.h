@@ -32,11 +32,13 @@ struct cr_server_config {
     int threads;                              /* workers; 0: number of CPUs (tpc: cap 1024) */
     const char *promotion;                    /* lf: native|lifo|fifo|priority|lifo-lockfree */
     int groups;                               /* lf: handle sets (reactors); 0: 1 */
-    int queue_size;                           /* hshr: job queue slots; 0: 1024 */
-    int max_connections;                      /* stop accepting beyond; 0: 10000 */
-    uint64_t idle_timeout_ms;                 /* default input timeout; 0: 60000 */
-    uint64_t send_timeout_ms;                 /* no send progress; 0: 60000 */
-    size_t output_high_water;                 /* stop feeding input beyond; 0: 256 KiB */
+    bool multiple_leaders;    /* lf, groups > 1: one follower set; a thread leads any set
+                                 without a leader (else each set has its own threads) */
+    int queue_size;           /* hshr: job queue slots; 0: 1024 */
+    int max_connections;      /* stop accepting beyond; 0: 10000 */
+    uint64_t idle_timeout_ms; /* default input timeout; 0: 60000 */
+    uint64_t send_timeout_ms; /* no send progress; 0: 60000 */
+    size_t output_high_water; /* stop feeding input beyond; 0: 256 KiB */
     void (*on_hup)(struct cr_server *s, void *arg);  /* cr_server_run: SIGHUP */
     void (*on_usr1)(struct cr_server *s, void *arg); /* cr_server_run: SIGUSR1 */
     void *signal_arg;
