@@ -131,17 +131,29 @@ $(BUILD)/cabrank.pc: Makefile
 	  'Version: $(VERSION)' 'Requires.private: liburing' 'Libs: -L$${libdir} -lcabrank' \
 	  'Libs.private: -lpthread -lm' 'Cflags: -I$${includedir}' > $@
 
+# Benchmarks: bench/<name>.c, linked with the test services.
+BENCH_SRCS := $(sort $(wildcard bench/*.c))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
+$(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(release_SUPP_OBJS) $(BUILD)/libcabrank.a
+	@mkdir -p $(@D)
+	$(CC) -pthread -o $@ $^ $(DEP_LIBS)
+
 PROGRAMS := $(if $(wildcard examples/reactor_echo.c),$(BUILD)/cabrank-echo)
 
 $(BUILD)/cabrank-echo: $(BUILD)/examples/reactor_echo
 	ln -sf examples/reactor_echo $@
 
 .PHONY: all asan tsan
-all: release-all $(BUILD)/libcabrank.so $(BUILD)/cabrank.pc $(PROGRAMS)
+all: release-all $(BUILD)/libcabrank.so $(BUILD)/cabrank.pc $(PROGRAMS) $(BENCH_BINS)
 asan: asan-all
 tsan: tsan-all
 
 # ---------------------------------------------------------------- run, test
+.PHONY: bench
+# The thread-pool benchmark (issue figures in the README); BENCH_ARGS passes options.
+bench: $(BENCH_BINS)
+	$(BUILD)/bench/pools $(BENCH_ARGS)
+
 .PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
 run: all
 	@echo "cabrank: echo server on $(RUN_ADDR) (Ctrl-C stops it)"
