@@ -35,6 +35,8 @@ BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -Itests/support $
 # Library dependencies resolved when a recipe runs (after `deps` has installed them).
 DEP_CFLAGS = $(shell pkg-config --cflags liburing 2>/dev/null)
 DEP_LIBS   = $(shell pkg-config --libs liburing 2>/dev/null) -lpthread -lm
+# Libraries only the applications need (none yet).
+APP_LIBS   =
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
@@ -61,6 +63,14 @@ INTEG_SRCS   := $(sort $(wildcard tests/integration/*.c))
 EXAMPLE_SRCS := $(sort $(wildcard examples/*.c))
 HEADERS      := $(sort $(wildcard include/cabrank/*.h))
 FUZZ_SRCS    := $(sort $(wildcard fuzz/*.c))
+# Applications: apps/<app>/main.c is the program cabrank-<app>, main_<prog>.c
+# the program cabrank-<prog>; every other .c of apps/ goes into libapps.a,
+# which the programs, the unit tests and the fuzz targets link.
+APP_ALL_SRCS  := $(sort $(wildcard apps/*/*.c))
+APP_MAIN_SRCS := $(foreach f,$(APP_ALL_SRCS),$(if $(filter main%,$(notdir $(f))),$(f)))
+APP_LIB_SRCS  := $(filter-out $(APP_MAIN_SRCS),$(APP_ALL_SRCS))
+prog_name = cabrank-$(if $(filter main.c,$(notdir $(1))),$(notdir $(patsubst %/,%,$(dir $(1)))),$(patsubst main_%.c,%,$(notdir $(1))))
+APP_PROGS     := $(foreach f,$(APP_MAIN_SRCS),$(call prog_name,$(f)))
 FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] tests/*/*.[ch] \
                   examples/*.c apps/*/*.[ch] bench/*.[ch] bench/*/*.[ch] fuzz/*.c))
 
@@ -85,6 +95,8 @@ $(1)_UNIT_OBJS  := $$(patsubst %.c,$$(OBJ_$(1))/%.o,$$(UNIT_SRCS) tests/unit/run
 $(1)_SUPP_OBJS  := $$(patsubst %.c,$$(OBJ_$(1))/%.o,$$(SUPPORT_SRCS))
 $(1)_EXAMPLES   := $$(patsubst examples/%.c,$$(OUT_$(1))/examples/%,$$(EXAMPLE_SRCS))
 $(1)_INTEG      := $$(patsubst tests/integration/%.c,$$(OUT_$(1))/integration/%,$$(INTEG_SRCS))
+$(1)_APP_OBJS   := $$(patsubst %.c,$$(OBJ_$(1))/%.o,$$(APP_LIB_SRCS))
+$(1)_PROGS      := $$(addprefix $$(OUT_$(1))/,$$(APP_PROGS))
 
 $$(OBJ_$(1))/%.o: %.c | deps
 	@mkdir -p $$(@D)
@@ -100,8 +112,12 @@ $$(OBJ_$(1))/gen/suites.h: $$(UNIT_SRCS) Makefile
 	@printf '%s\n' $$(patsubst tests/unit/test_%.c,'X(%)',$$(UNIT_SRCS)) > $$@.tmp && mv $$@.tmp $$@
 $$(OBJ_$(1))/tests/unit/runner.o: $$(OBJ_$(1))/gen/suites.h
 
-$$(OUT_$(1))/unit-tests: $$($(1)_UNIT_OBJS) $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libcabrank.a
-	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(CHECK_LIBS) $$(DEP_LIBS)
+$$(OUT_$(1))/libapps.a: $$($(1)_APP_OBJS)
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+
+$$(OUT_$(1))/unit-tests: $$($(1)_UNIT_OBJS) $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(CHECK_LIBS) $$(DEP_LIBS) $$(APP_LIBS)
 
 $$(OUT_$(1))/examples/%: $$(OBJ_$(1))/examples/%.o $$(OUT_$(1))/libcabrank.a
 	@mkdir -p $$(@D)
@@ -112,11 +128,19 @@ $$(OUT_$(1))/integration/%: $$(OBJ_$(1))/tests/integration/%.o $$($(1)_SUPP_OBJS
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS)
 
 .PHONY: $(1)-all
-$(1)-all: $$(OUT_$(1))/libcabrank.a $$(OUT_$(1))/unit-tests $$($(1)_EXAMPLES) $$($(1)_INTEG)
+$(1)-all: $$(OUT_$(1))/libcabrank.a $$(OUT_$(1))/unit-tests $$($(1)_EXAMPLES) $$($(1)_INTEG) \
+          $$($(1)_PROGS)
 
 -include $$(shell find $$(OBJ_$(1)) -name '*.d' 2>/dev/null)
 endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
+
+# $(1) = variant, $(2) = main source: the program's link rule.
+define prog_rule
+$$(OUT_$(1))/$(call prog_name,$(2)): $$(patsubst %.c,$$(OBJ_$(1))/%.o,$(2)) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
+endef
+$(foreach v,$(VARIANTS),$(foreach m,$(APP_MAIN_SRCS),$(eval $(call prog_rule,$(v),$(m)))))
 
 # ---------------------------------------------------------------- release extras
 $(BUILD)/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)
@@ -176,10 +200,10 @@ tidy: compile_commands.json
 # Fuzz targets: fuzz/<target>.c built with libFuzzer; `make fuzz` explores each
 # for FUZZ_SECONDS, the suite replays fuzz/corpus/<target>/.
 FUZZ_BINS := $(patsubst fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRCS))
-$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRCS) | deps
+$(BUILD)/fuzz/%: fuzz/%.c $(LIB_SRCS) $(APP_LIB_SRCS) | deps
 	@mkdir -p $(@D)
 	$(CLANG) -std=c11 -D_GNU_SOURCE -g -O1 -Iinclude -Isrc -fsanitize=fuzzer,address,undefined \
-	  -o $@ $< $(LIB_SRCS) $(DEP_CFLAGS) $(DEP_LIBS)
+	  -o $@ $< $(LIB_SRCS) $(APP_LIB_SRCS) $(DEP_CFLAGS) $(DEP_LIBS) $(APP_LIBS)
 fuzz-build: $(FUZZ_BINS)
 fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do t=$${f##*/}; mkdir -p $(BUILD)/fuzz/corpus/$$t; \
@@ -193,10 +217,12 @@ install: all
 	ln -sf libcabrank.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libcabrank.so
 	install -m 644 $(BUILD)/cabrank.pc $(DESTDIR)$(PKGDIR)/
 	install -m 755 $(BUILD)/examples/reactor_echo $(DESTDIR)$(BINDIR)/cabrank-echo
+	$(if $(APP_PROGS),install -m 755 $(addprefix $(BUILD)/,$(APP_PROGS)) $(DESTDIR)$(BINDIR)/)
 uninstall:
 	rm -rf $(DESTDIR)$(INCDIR)/cabrank
 	rm -f $(DESTDIR)$(LIBDIR)/libcabrank.a $(DESTDIR)$(LIBDIR)/libcabrank.so* \
-	  $(DESTDIR)$(PKGDIR)/cabrank.pc $(DESTDIR)$(BINDIR)/cabrank-echo
+	  $(DESTDIR)$(PKGDIR)/cabrank.pc $(DESTDIR)$(BINDIR)/cabrank-echo \
+	  $(addprefix $(DESTDIR)$(BINDIR)/,$(APP_PROGS))
 
 clean:
 	rm -rf $(BUILD)
