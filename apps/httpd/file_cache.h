@@ -1,0 +1,131 @@
+/*
+ * file_cache.h - the open-file cache of cabrank-httpd: normalized request path -> open fd,
+ * stat, precomputed ETag and Last-Modified strings, MIME type and the precompressed ".gz"
+ * sibling, so a hot file costs no open() or stat() per request. Shared by every serving thread.
+ *
+ * Bounded: at most max_entries entries and max_fds descriptors held by the table (split evenly
+ * over the shards; CLOCK eviction within a shard). Revalidated: an entry is re-stat()ed by name
+ * at most once per revalidate_ms (by one thread; the others keep using it meanwhile), and
+ * reopened when its file or its ".gz" sibling changed, appeared or went away. Entries are
+ * refcounted: one that is evicted or replaced keeps its descriptors open until the last
+ * reference is released, so a response being sent from it is never cut short. Descriptors held
+ * that way are not counted against max_fds.
+ *
+ * Threads: lock striping over shards (a pthread rwlock each), readers take the read lock only;
+ * refcounts and the CLOCK bit are atomics. No lock is held across a system call (opens, stats
+ * and closes run unlocked).
+ */
+#ifndef CABRANK_HTTPD_FILE_CACHE_H
+#define CABRANK_HTTPD_FILE_CACHE_H
+
+#include <cabrank/common.h>
+#include <sys/stat.h>
+
+#include "http_file.h"
+#include "mime.h"
+
+struct http_file_cache;
+
+struct http_file_cache_config {
+    /* The document root directory; borrowed, must stay open while the cache lives. */
+    int root_fd;
+    /* Types for http_file.mime; borrowed, must outlive the cache. NULL: every file is
+     * HTTP_MIME_DEFAULT. */
+    const struct http_mime *mime;
+    /* Entries kept (0: 1024). */
+    unsigned max_entries;
+    /* Descriptors kept by the table (0: 2 * max_entries, one file and one ".gz" each). */
+    unsigned max_fds;
+    /* How often an entry is re-stat()ed, in ms (0: 1000). */
+    uint64_t revalidate_ms;
+    /* Lock stripes, rounded up to a power of two (0: 16). */
+    unsigned shards;
+    /* The file served for a path ending in '/' (NULL: "index.html"). Borrowed. */
+    const char *index_name;
+    /* Look for and keep "<name>.gz" next to each file. */
+    bool gzip_static;
+    /* Follow symlinks leading outside the root (http_path_open()). */
+    bool follow_outside_symlinks;
+};
+
+/* One representation of a cached file. */
+struct http_file_variant {
+    /* Open read-only; -1 when the variant does not exist. Borrowed from the entry. */
+    int fd;
+    uint64_t size;
+    int64_t mtime;
+    /* Strong ETag with quotes, NUL-terminated. */
+    char etag[HTTP_ETAG_MAX];
+    size_t etag_len;
+    /* IMF-fixdate of mtime, NUL-terminated. */
+    char last_modified[HTTP_DATE_LEN + 1];
+};
+
+/* A cache entry as callers see it: read-only, valid while a reference is held. */
+struct http_file {
+    /* The file itself. */
+    struct http_file_variant identity;
+    /* "<name>.gz" (gz.fd < 0 when absent or gzip_static is off): serve it with
+     * Content-Encoding: gzip when http_accepts_gzip(); send Vary: Accept-Encoding on every
+     * response for this file when has_gz. */
+    struct http_file_variant gz;
+    bool has_gz;
+    /* Content-Type of the file (of the identity name, also for the ".gz"); lives as long as
+     * the mime table. */
+    const char *mime;
+    size_t mime_len;
+};
+
+/* Counters for status pages and tests; each read atomically, together not a snapshot. */
+struct http_file_cache_stats {
+    uint64_t hits;
+    uint64_t misses;
+    /* http_path_open() calls (file, index and ".gz" sibling). */
+    uint64_t opens;
+    /* Revalidation stat()s. */
+    uint64_t revalidations;
+    /* Entries dropped for room, or replaced because their file changed. */
+    uint64_t evictions;
+    uint64_t replacements;
+    /* Entries and descriptors in the table now. */
+    uint64_t entries;
+    uint64_t fds;
+};
+
+/* Creates a cache; *out returns owned. -EINVAL (root_fd < 0), -ENOMEM. Before start only. */
+CR_MUST_CHECK int http_file_cache_create(struct http_file_cache **out,
+                                         const struct http_file_cache_config *cfg);
+
+/*
+ * Frees the cache and closes the descriptors of entries nobody references; NULL-safe. Entries
+ * still referenced are closed and freed by their last http_file_cache_release(), which stays
+ * valid after destroy. No get may run concurrently. After stop only.
+ */
+void http_file_cache_destroy(struct http_file_cache *fc);
+
+/*
+ * Looks up path[0..len) (a result of http_path_normalize(): starts with '/', no dot segments),
+ * opening and caching it on a miss: a path ending in '/' serves its index_name. On success
+ * *out holds a reference (returns owned: release it with http_file_cache_release()).
+ * Returns 0; -EISDIR when path names a directory without the trailing '/' (answer 301 to
+ * path + "/"); -ENOENT or -ENOTDIR (404; also a directory without an index); -EACCES (403: not
+ * a regular file, permission, symlink out of the root); -ELOOP; -ENAMETOOLONG (414); -EMFILE,
+ * -ENFILE, -ENOMEM (503). Errors are not cached. Thread-safe.
+ */
+CR_MUST_CHECK int http_file_cache_get(struct http_file_cache *fc, const char *path, size_t len,
+                                      const struct http_file **out);
+
+/* Takes one more reference to f (e.g. one per queued part of a multipart body). Thread-safe. */
+void http_file_cache_ref(const struct http_file *f);
+
+/*
+ * Drops a reference taken by http_file_cache_get() or http_file_cache_ref(); the last one of an
+ * evicted entry closes its descriptors. Has the cr_release_fn signature, so it can be passed
+ * with f as arg to cr_conn_write_file(). Thread-safe.
+ */
+void http_file_cache_release(void *f);
+
+/* Fills *st with the counters. Thread-safe. */
+void http_file_cache_stats(struct http_file_cache *fc, struct http_file_cache_stats *st);
+
+#endif /* CABRANK_HTTPD_FILE_CACHE_H */
