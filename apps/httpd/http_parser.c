@@ -1,0 +1,773 @@
+/*
+ * http_parser.c - the HTTP/1.1 request head parser and the chunked body decoder of
+ * cabrank-httpd (contract and strictness decisions in http_parser.h). Called by the HTTP
+ * service on the thread serving a connection; owns nothing, allocates nothing, keeps no
+ * state between calls (the chunked decoder keeps its state in the caller's struct).
+ *
+ * The head parser is one left-to-right scan that never looks ahead: each byte is judged
+ * with what precedes it only, and limits are checked on every byte. So a prefix of an
+ * input either fails with the status the whole input fails with, or returns -EAGAIN
+ * (the fuzz target checks this), and an error shows as soon as its byte arrives.
+ */
+#include "http_parser.h"
+
+#include <errno.h>
+#include <string.h>
+
+/* Byte classes. */
+#define CH_TCHAR   1 /* token (RFC 9110 5.6.2) */
+#define CH_VCHAR   2 /* field-vchar: VCHAR or obs-text (>= 0x80) */
+#define CH_HEX     4
+#define CH_REGNAME 8 /* reg-name: unreserved, sub-delims, '%' (RFC 3986 3.2.2) */
+
+static const unsigned char char_class[256] = {
+    0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 0x00 */
+    0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 0x10 */
+    0,  11, 2,  3,  11, 11, 11, 11, 10, 10, 11, 11, 10, 11, 11, 2,  /* 0x20 */
+    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 2,  10, 2,  10, 2,  2,  /* 0x30 */
+    2,  15, 15, 15, 15, 15, 15, 11, 11, 11, 11, 11, 11, 11, 11, 11, /* 0x40 */
+    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 2,  2,  2,  3,  11, /* 0x50 */
+    3,  15, 15, 15, 15, 15, 15, 11, 11, 11, 11, 11, 11, 11, 11, 11, /* 0x60 */
+    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 2,  3,  2,  11, 0,  /* 0x70 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0x80 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0x90 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xa0 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xb0 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xc0 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xd0 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xe0 */
+    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xf0 */
+};
+
+/* Internal results: 0 (done), PARTIAL (valid so far, needs more bytes) or a status. */
+#define PARTIAL 1
+
+static bool is_tchar(unsigned char c)
+{
+    return (char_class[c] & CH_TCHAR) != 0;
+}
+
+static bool is_vchar(unsigned char c)
+{
+    return (char_class[c] & CH_VCHAR) != 0;
+}
+
+static bool is_hex(unsigned char c)
+{
+    return (char_class[c] & CH_HEX) != 0;
+}
+
+static bool is_digit(unsigned char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_ows(unsigned char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static unsigned char to_lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+/* Case-insensitive equality of s[0..len) and the NUL-terminated t (ASCII only: field
+ * names and tokens, never the locale's idea of case). */
+static bool equals_nocase(const char *s, size_t len, const char *t)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        if (t[i] == '\0' || to_lower((unsigned char)s[i]) != to_lower((unsigned char)t[i]))
+            return false;
+    }
+    return t[i] == '\0';
+}
+
+static bool equals_nocase_n(const char *s, size_t len, const char *t, size_t t_len)
+{
+    if (len != t_len)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (to_lower((unsigned char)s[i]) != to_lower((unsigned char)t[i]))
+            return false;
+    }
+    return true;
+}
+
+static size_t or_default(size_t v, size_t def)
+{
+    return v != 0 ? v : def;
+}
+
+static size_t min_size(size_t a, size_t b)
+{
+    return a < b ? a : b;
+}
+
+/* Methods are case-sensitive (RFC 9110 9.1): "get" is an unknown method. */
+static enum http_method method_id(const char *m, size_t n)
+{
+    static const struct {
+        const char *name;
+        enum http_method id;
+    } methods[] = {
+        {"GET", HTTP_METHOD_GET},       {"HEAD", HTTP_METHOD_HEAD},
+        {"POST", HTTP_METHOD_POST},     {"PUT", HTTP_METHOD_PUT},
+        {"DELETE", HTTP_METHOD_DELETE}, {"OPTIONS", HTTP_METHOD_OPTIONS},
+        {"TRACE", HTTP_METHOD_TRACE},   {"CONNECT", HTTP_METHOD_CONNECT},
+        {"PATCH", HTTP_METHOD_PATCH},
+    };
+
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        if (strlen(methods[i].name) == n && memcmp(methods[i].name, m, n) == 0)
+            return methods[i].id;
+    }
+    return HTTP_METHOD_OTHER;
+}
+
+/*
+ * The request line from b[*pos], with at most one empty line before it. Every byte but
+ * the CRLF counts against max: the byte at index max is 414 unless it is wrong where it
+ * stands (then 400), so an over-long line fails before its end arrives.
+ */
+static int parse_request_line(const unsigned char *b, size_t len, size_t *pos, size_t max,
+                              struct http_request *req)
+{
+    static const char version_shape[] = "HTTP/d.d";
+    size_t i = *pos;
+    size_t start;
+    size_t target;
+
+    if (i < len && b[i] == '\r') {
+        if (i + 1 == len)
+            return PARTIAL;
+        if (b[i + 1] != '\n')
+            return 400;
+        i += 2;
+    }
+    start = i;
+
+    for (;; i++) {
+        if (i == len)
+            return PARTIAL;
+        if (!is_tchar(b[i]))
+            break;
+        if (i - start >= max)
+            return 414;
+    }
+    if (b[i] != ' ' || i == start)
+        return 400;
+    if (i - start >= max)
+        return 414;
+    req->method = (const char *)b + start;
+    req->method_len = i - start;
+    i++;
+
+    target = i;
+    for (;; i++) {
+        if (i == len)
+            return PARTIAL;
+        if (!is_vchar(b[i]))
+            break;
+        if (i - start >= max)
+            return 414;
+    }
+    if (b[i] != ' ' || i == target)
+        return 400;
+    if (i - start >= max)
+        return 414;
+    req->target = (const char *)b + target;
+    req->target_len = i - target;
+    i++;
+
+    /* The version byte by byte, so that garbage is 400 as soon as it arrives. */
+    for (size_t k = 0; k < sizeof(version_shape) - 1; k++, i++) {
+        if (i == len)
+            return PARTIAL;
+        if (version_shape[k] == 'd' ? !is_digit(b[i]) : b[i] != (unsigned char)version_shape[k])
+            return 400;
+        if (i - start >= max)
+            return 414;
+    }
+    if (i == len)
+        return PARTIAL;
+    if (b[i] != '\r')
+        return 400; /* "HTTP/1.10", "HTTP/1.1 ", a bare LF */
+    if (i + 1 == len)
+        return PARTIAL;
+    if (b[i + 1] != '\n')
+        return 400;
+    if (b[i - 3] != '1' || (b[i - 1] != '0' && b[i - 1] != '1'))
+        return 505;
+    req->minor_version = b[i - 1] - '0';
+    req->method_id = method_id(req->method, req->method_len);
+    *pos = i + 2;
+    return 0;
+}
+
+/* What the field lines said, for the checks made once the head is complete. */
+struct seen {
+    unsigned hosts;
+    bool content_length;
+    bool transfer_encoding;
+    bool unknown_coding;
+    unsigned chunked; /* "chunked" elements of Transfer-Encoding */
+    bool close;
+    bool keep_alive;
+};
+
+/* 1*DIGIT, at most INT64_MAX. */
+static bool parse_content_length(const char *s, size_t n, int64_t *out)
+{
+    int64_t v = 0;
+
+    if (n == 0)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        int d;
+
+        if (!is_digit((unsigned char)s[i]))
+            return false;
+        d = s[i] - '0';
+        if (v > (INT64_MAX - d) / 10)
+            return false;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return true;
+}
+
+/* Host = uri-host [ ":" port ] (RFC 9110 7.2, RFC 3986 3.2.2): an IP-literal in brackets
+ * or a reg-name (IPv4 addresses are reg-names too), then digits. Empty is valid. */
+static bool is_valid_host(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+
+    if (n > 0 && s[0] == '[') {
+        /* IPv6address or IPvFuture: hex digits, ':', '.', 'v', unreserved, sub-delims. */
+        for (i = 1; i < n && s[i] != ']'; i++) {
+            if (s[i] != ':' && (s[i] == '%' || (char_class[s[i]] & CH_REGNAME) == 0))
+                return false;
+        }
+        if (i == n || i == 1)
+            return false;
+        i++;
+    } else {
+        for (; i < n && s[i] != ':'; i++) {
+            if (s[i] == '%') {
+                if (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
+                    return false;
+                i += 2;
+            } else if ((char_class[s[i]] & CH_REGNAME) == 0) {
+                return false;
+            }
+        }
+    }
+    if (i == n)
+        return true;
+    if (s[i] != ':')
+        return false;
+    for (i++; i < n; i++) {
+        if (!is_digit(s[i]))
+            return false;
+    }
+    return true;
+}
+
+/* Calls fn on each element of a comma-separated list, OWS trimmed, empty ones skipped. */
+static void for_each_element(const char *v, size_t n,
+                             void (*fn)(const char *e, size_t len, void *arg), void *arg)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        size_t s;
+        size_t e;
+
+        while (i < n && (is_ows((unsigned char)v[i]) || v[i] == ','))
+            i++;
+        s = i;
+        while (i < n && v[i] != ',')
+            i++;
+        e = i;
+        while (e > s && is_ows((unsigned char)v[e - 1]))
+            e--;
+        if (e > s)
+            fn(v + s, e - s, arg);
+    }
+}
+
+static void note_coding(const char *e, size_t len, void *arg)
+{
+    struct seen *s = arg;
+
+    if (equals_nocase(e, len, "chunked"))
+        s->chunked++;
+    else
+        s->unknown_coding = true;
+}
+
+static void note_connection_option(const char *e, size_t len, void *arg)
+{
+    struct seen *s = arg;
+
+    if (equals_nocase(e, len, "close"))
+        s->close = true;
+    else if (equals_nocase(e, len, "keep-alive"))
+        s->keep_alive = true;
+}
+
+struct has_token_arg {
+    const char *token;
+    bool found;
+};
+
+static void match_token(const char *e, size_t len, void *arg)
+{
+    struct has_token_arg *a = arg;
+
+    if (equals_nocase(e, len, a->token))
+        a->found = true;
+}
+
+bool http_has_token(const char *value, size_t value_len, const char *token)
+{
+    struct has_token_arg a = {.token = token, .found = false};
+
+    for_each_element(value, value_len, match_token, &a);
+    return a.found;
+}
+
+/* A field a cache or the server selects a response by: a second line is 400. */
+static int set_singleton(const struct http_header **slot, const struct http_header *h)
+{
+    if (*slot != NULL)
+        return 400;
+    *slot = h;
+    return 0;
+}
+
+static void set_first(const struct http_header **slot, const struct http_header *h)
+{
+    if (*slot == NULL)
+        *slot = h;
+}
+
+/* What one complete field line means. 0 or a status. */
+static int take_field(struct http_request *req, const struct http_header *h, struct seen *s)
+{
+    const char *n = h->name;
+    size_t len = h->name_len;
+
+    switch (len) {
+    case 4:
+        if (equals_nocase(n, len, "host")) {
+            if (s->hosts++ > 0 || !is_valid_host((const unsigned char *)h->value, h->value_len))
+                return 400;
+            req->host = h->value;
+            req->host_len = h->value_len;
+        }
+        break;
+    case 5:
+        if (equals_nocase(n, len, "range"))
+            return set_singleton(&req->range, h);
+        break;
+    case 7:
+        if (equals_nocase(n, len, "referer"))
+            set_first(&req->referer, h);
+        break;
+    case 8:
+        if (equals_nocase(n, len, "if-match"))
+            set_first(&req->if_match, h);
+        else if (equals_nocase(n, len, "if-range"))
+            return set_singleton(&req->if_range, h);
+        break;
+    case 10:
+        if (equals_nocase(n, len, "connection"))
+            for_each_element(h->value, h->value_len, note_connection_option, s);
+        else if (equals_nocase(n, len, "user-agent"))
+            set_first(&req->user_agent, h);
+        break;
+    case 13:
+        if (equals_nocase(n, len, "if-none-match"))
+            set_first(&req->if_none_match, h);
+        break;
+    case 14:
+        if (equals_nocase(n, len, "content-length")) {
+            /* A second line is 400 even when it repeats the value (see the header). */
+            if (s->content_length ||
+                !parse_content_length(h->value, h->value_len, &req->content_length))
+                return 400;
+            s->content_length = true;
+        }
+        break;
+    case 15:
+        if (equals_nocase(n, len, "accept-encoding"))
+            set_first(&req->accept_encoding, h);
+        break;
+    case 17:
+        if (equals_nocase(n, len, "transfer-encoding")) {
+            s->transfer_encoding = true;
+            for_each_element(h->value, h->value_len, note_coding, s);
+        } else if (equals_nocase(n, len, "if-modified-since")) {
+            return set_singleton(&req->if_modified_since, h);
+        }
+        break;
+    case 19:
+        if (equals_nocase(n, len, "if-unmodified-since"))
+            return set_singleton(&req->if_unmodified_since, h);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/*
+ * The field lines from b[*pos] through the blank line. A line's content bytes (all but
+ * its CRLF) may number header_line_max, and the lines with their CRLFs headers_max: a
+ * content byte beyond either is 431 unless it is wrong where it stands (then 400).
+ */
+static int parse_fields(const unsigned char *b, size_t len, size_t *pos, size_t line_max,
+                        size_t section_max, size_t fields_max, struct http_request *req,
+                        struct seen *s)
+{
+    const size_t section = *pos;
+    size_t i = *pos;
+
+    for (;;) {
+        const size_t line = i;
+        const size_t used = line - section;
+        size_t room;
+        size_t name;
+        size_t name_end;
+        size_t value = 0;
+        size_t value_end = 0;
+        bool has_value = false;
+        struct http_header *h;
+        int rc;
+
+        if (i == len)
+            return PARTIAL;
+        if (b[i] == '\r') {
+            if (i + 1 == len)
+                return PARTIAL;
+            if (b[i + 1] != '\n')
+                return 400;
+            *pos = i + 2;
+            return 0;
+        }
+        /* obs-fold, or whitespace between the request line and the first field: RFC
+         * 9112 5.2 and 2.2 let a server reject both, and they are smuggling tools. */
+        if (is_ows(b[i]))
+            return 400;
+        if (req->num_headers == fields_max)
+            return 431;
+        /* used + 2 <= section_max holds: the previous line's bytes were checked. */
+        room = min_size(line_max, section_max - used >= 2 ? section_max - used - 2 : 0);
+
+        name = i;
+        for (;; i++) {
+            if (i == len)
+                return PARTIAL;
+            if (!is_tchar(b[i]))
+                break;
+            if (i - line >= room)
+                return 431;
+        }
+        if (b[i] != ':' || i == name)
+            return 400; /* whitespace before the colon, a control byte, no name */
+        if (i - line >= room)
+            return 431;
+        name_end = i++;
+
+        for (;; i++) {
+            unsigned char c;
+
+            if (i == len)
+                return PARTIAL;
+            c = b[i];
+            if (c == '\r')
+                break;
+            if (is_vchar(c)) {
+                if (!has_value)
+                    value = i;
+                has_value = true;
+                value_end = i + 1;
+            } else if (!is_ows(c)) {
+                return 400; /* a control byte, a bare LF */
+            }
+            if (i - line >= room)
+                return 431;
+        }
+        if (i + 1 == len)
+            return PARTIAL;
+        if (b[i + 1] != '\n')
+            return 400;
+        if (!has_value)
+            value = value_end = i;
+
+        h = &req->headers[req->num_headers++];
+        h->name = (const char *)b + name;
+        h->name_len = name_end - name;
+        h->value = (const char *)b + value;
+        h->value_len = value_end - value;
+        i += 2;
+        rc = take_field(req, h, s);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+/* The checks that need the whole head. */
+static int finish(struct http_request *req, const struct seen *s)
+{
+    if (s->transfer_encoding) {
+        if (s->content_length || req->minor_version == 0)
+            return 400;
+        if (s->unknown_coding)
+            return 501;
+        if (s->chunked != 1)
+            return 400; /* an empty list, or chunked twice */
+        req->is_chunked = true;
+    }
+    if (req->minor_version == 1 && s->hosts == 0)
+        return 400;
+    if (s->close)
+        req->keep_alive = false;
+    else
+        req->keep_alive = req->minor_version == 1 || s->keep_alive;
+    return 0;
+}
+
+ssize_t http_parse_request(const char *buf, size_t len, struct http_request *req,
+                           const struct http_limits *lim, int *status)
+{
+    const unsigned char *b = (const unsigned char *)buf;
+    const struct http_limits none = {0};
+    struct seen s = {0};
+    size_t pos = 0;
+    int rc;
+
+    if (lim == NULL)
+        lim = &none;
+    req->method = NULL;
+    req->method_len = 0;
+    req->method_id = HTTP_METHOD_OTHER;
+    req->target = NULL;
+    req->target_len = 0;
+    req->minor_version = 0;
+    req->num_headers = 0;
+    req->content_length = -1;
+    req->is_chunked = false;
+    req->keep_alive = false;
+    req->host = NULL;
+    req->host_len = 0;
+    req->if_none_match = NULL;
+    req->if_match = NULL;
+    req->if_modified_since = NULL;
+    req->if_unmodified_since = NULL;
+    req->if_range = NULL;
+    req->range = NULL;
+    req->accept_encoding = NULL;
+    req->user_agent = NULL;
+    req->referer = NULL;
+
+    rc = parse_request_line(b, len, &pos,
+                            or_default(lim->request_line_max, HTTP_REQUEST_LINE_MAX_DEFAULT), req);
+    if (rc == 0)
+        rc = parse_fields(
+            b, len, &pos, or_default(lim->header_line_max, HTTP_HEADER_LINE_MAX_DEFAULT),
+            or_default(lim->headers_max, HTTP_HEADERS_MAX_DEFAULT),
+            min_size(or_default(lim->fields_max, HTTP_FIELDS_MAX_DEFAULT), req->headers_cap), req,
+            &s);
+    if (rc == 0)
+        rc = finish(req, &s);
+    if (rc == 0) {
+        *status = 0;
+        return (ssize_t)pos;
+    }
+    if (rc == PARTIAL) {
+        *status = 0;
+        return -EAGAIN;
+    }
+    *status = rc;
+    return -EBADMSG;
+}
+
+const struct http_header *http_request_header(const struct http_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const struct http_header *h = &req->headers[i];
+
+        if (equals_nocase(h->name, h->name_len, name))
+            return h;
+    }
+    return NULL;
+}
+
+const struct http_header *http_request_header_next(const struct http_request *req,
+                                                   const struct http_header *prev)
+{
+    for (size_t i = (size_t)(prev - req->headers) + 1; i < req->num_headers; i++) {
+        const struct http_header *h = &req->headers[i];
+
+        if (equals_nocase_n(h->name, h->name_len, prev->name, prev->name_len))
+            return h;
+    }
+    return NULL;
+}
+
+/* Chunked decoder states (RFC 9112 7.1). */
+enum {
+    CK_SIZE_FIRST = 0, /* the first hex digit of a chunk size */
+    CK_SIZE,           /* more hex digits, then BWS, ';' or CR */
+    CK_EXT_BWS,        /* whitespace after the size: only ';' may follow */
+    CK_EXT,            /* chunk extensions, skipped up to CR */
+    CK_SIZE_LF,
+    CK_DATA,
+    CK_DATA_CR,
+    CK_DATA_LF,
+    CK_TRAILER_START, /* a trailer field line, or the CR of the final CRLF */
+    CK_TRAILER_NAME,
+    CK_TRAILER_VALUE,
+    CK_TRAILER_LF,
+    CK_FINAL_LF,
+    CK_DONE,
+};
+
+static unsigned hex_value(unsigned char c)
+{
+    if (is_digit(c))
+        return c - '0';
+    return to_lower(c) - 'a' + 10;
+}
+
+ssize_t http_chunked_consume(struct http_chunked *st, const char *buf, size_t len, bool *done)
+{
+    const unsigned char *b = (const unsigned char *)buf;
+    const size_t line_max = or_default(st->line_max, HTTP_CHUNK_LINE_MAX_DEFAULT);
+    const size_t trailers_max = or_default(st->trailers_max, HTTP_TRAILERS_MAX_DEFAULT);
+    size_t i = 0;
+
+    *done = false;
+    while (i < len) {
+        unsigned char c = b[i];
+
+        switch (st->state) {
+        case CK_DATA: {
+            size_t n = len - i;
+
+            if (n > st->remaining)
+                n = (size_t)st->remaining;
+            i += n;
+            st->remaining -= n;
+            if (st->remaining == 0)
+                st->state = CK_DATA_CR;
+            continue;
+        }
+        case CK_SIZE_FIRST:
+        case CK_SIZE:
+            if (is_hex(c)) {
+                unsigned d = hex_value(c);
+
+                /* Bounded by INT64_MAX so that callers may count in off_t. */
+                if (st->remaining > ((uint64_t)INT64_MAX - d) / 16)
+                    return -EBADMSG;
+                st->remaining = st->remaining * 16 + d;
+                st->state = CK_SIZE;
+            } else if (st->state == CK_SIZE_FIRST) {
+                return -EBADMSG;
+            } else if (c == '\r') {
+                st->state = CK_SIZE_LF;
+            } else if (c == ';') {
+                st->state = CK_EXT;
+            } else if (is_ows(c)) {
+                st->state = CK_EXT_BWS;
+            } else {
+                return -EBADMSG;
+            }
+            break;
+        case CK_EXT_BWS:
+            if (c == ';')
+                st->state = CK_EXT;
+            else if (!is_ows(c))
+                return -EBADMSG; /* "5 \r\n", "1 2\r\n" */
+            break;
+        case CK_EXT:
+            /* Names, values and quoted strings alike: no control byte but HTAB. */
+            if (c == '\r')
+                st->state = CK_SIZE_LF;
+            else if (!is_vchar(c) && !is_ows(c))
+                return -EBADMSG;
+            break;
+        case CK_SIZE_LF:
+            if (c != '\n')
+                return -EBADMSG;
+            st->line_len = 0;
+            st->state = st->remaining == 0 ? CK_TRAILER_START : CK_DATA;
+            i++;
+            continue;
+        case CK_DATA_CR:
+            if (c != '\r')
+                return -EBADMSG;
+            st->state = CK_DATA_LF;
+            i++;
+            continue;
+        case CK_DATA_LF:
+            if (c != '\n')
+                return -EBADMSG;
+            st->state = CK_SIZE_FIRST;
+            i++;
+            continue;
+        case CK_TRAILER_START:
+            if (c == '\r')
+                st->state = CK_FINAL_LF;
+            else if (is_tchar(c))
+                st->state = CK_TRAILER_NAME;
+            else
+                return -EBADMSG; /* obs-fold, a control byte, a bare LF */
+            break;
+        case CK_TRAILER_NAME:
+            if (c == ':')
+                st->state = CK_TRAILER_VALUE;
+            else if (!is_tchar(c))
+                return -EBADMSG;
+            break;
+        case CK_TRAILER_VALUE:
+            if (c == '\r')
+                st->state = CK_TRAILER_LF;
+            else if (!is_vchar(c) && !is_ows(c))
+                return -EBADMSG;
+            break;
+        case CK_TRAILER_LF:
+            if (c != '\n')
+                return -EBADMSG;
+            st->state = CK_TRAILER_START;
+            break;
+        case CK_FINAL_LF:
+            if (c != '\n' || ++st->trailers_len > trailers_max)
+                return -EBADMSG;
+            st->state = CK_DONE;
+            *done = true;
+            return (ssize_t)(i + 1);
+        case CK_DONE:
+            *done = true;
+            return (ssize_t)i;
+        default:
+            return -EBADMSG; /* a state the caller scribbled over */
+        }
+        /* The byte belongs to a size line or to the trailers: count it. */
+        if (st->state >= CK_TRAILER_START) {
+            if (++st->trailers_len > trailers_max)
+                return -EBADMSG;
+        } else if (c != '\r' && ++st->line_len > line_max) {
+            return -EBADMSG;
+        }
+        i++;
+    }
+    *done = st->state == CK_DONE;
+    return (ssize_t)i;
+}
