@@ -25,8 +25,10 @@
  * the idle timeout restarts with every request); when it fires early it
  * re-arms for the rest. It is replaced only when a deadline moves earlier.
  * A timer that fires while a handler runs does nothing: the handler re-arms
- * one when it is done. Each pending timer holds a reference on the
- * connection (a cancelled timer may already have been taken for dispatch).
+ * one when it is done. Nor does one that finds the socket ready for what the
+ * connection waits for: its event came in time and is pending, or taken by a
+ * leader that was preempted before dispatching it; it looks again shortly. Each pending timer holds
+ * a reference on the connection (a cancelled timer may already have been taken for dispatch).
  *
  * Lock order: rs->lock, then rc->lock, then an acceptor's lock, then a
  * reactor's lock (the last two are leaf locks of acceptor.c and reactor.c).
@@ -39,12 +41,14 @@
 #include "model_reactive_internal.h"
 #include "os/sync_internal.h"
 
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-struct cr__reactive;
+/* A deadline passed while the socket was ready: look again this much later. */
+#define RECHECK_MS 50
 
 /* One acceptor: a listener on a reactor. */
 struct accept_slot {
@@ -74,6 +78,7 @@ struct rconn {
     bool idle;         /* nothing in flight after the last handler */
     bool expired;      /* socket shut down; the next handler closes */
     bool closed;       /* the handler is closing: fd no longer usable */
+    short wait_for;    /* POLLIN or POLLOUT: what the current wait is for */
     uint64_t deadline; /* of the current wait (ns), 0: none */
     uint64_t timer_id; /* pending timer, 0: none */
     uint64_t timer_at; /* when it fires */
@@ -184,6 +189,15 @@ static void expire(struct rconn *rc)
     (void)shutdown(rc->fd, SHUT_RDWR);
 }
 
+/* True when rc's socket is ready for what it waits for (or hung up), so its
+ * handler is about to run. Caller holds rc->lock (the fd is open). */
+static bool is_ready(const struct rconn *rc)
+{
+    struct pollfd pfd = {.fd = rc->fd, .events = rc->wait_for};
+
+    return poll(&pfd, 1, 0) > 0;
+}
+
 static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
 {
     struct rconn *rc = arg;
@@ -196,10 +210,16 @@ static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
         if (!rc->busy && rc->deadline != 0) {
             uint64_t now = cr_clock_now_ns();
 
-            if (now < rc->deadline)
+            if (now < rc->deadline) {
                 arm_timer(rc, now); /* the deadline moved out meanwhile */
-            else
+            } else if (is_ready(rc)) {
+                /* What it waited for came in time; its event is pending or
+                 * taken but not yet dispatched (a leader preempted). */
+                rc->deadline = now + RECHECK_MS * CR_NSEC_PER_MSEC;
+                arm_timer(rc, now);
+            } else {
                 expire(rc);
+            }
         }
     }
     cr_mutex_unlock(&rc->lock);
@@ -265,6 +285,7 @@ static bool settle(struct rconn *rc, enum cr__conn_next next)
     cr_mutex_lock(&rc->lock);
     rc->busy = false;
     rc->idle = idle;
+    rc->wait_for = next == CR__CONN_WRITE ? POLLOUT : POLLIN;
     rc->deadline = deadline;
     /* stopping is read under rc->lock: either cr__reactive_stop's walk saw
      * busy and left rc to us, or it comes after and sees idle. */
@@ -344,6 +365,7 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
     rc->fd = fd;
     rc->refs = 1;
     rc->idle = true;
+    rc->wait_for = POLLIN;
     rc->deadline = cr__conn_deadline(conn);
     __atomic_fetch_add(rs->env->open_connections, 1, __ATOMIC_RELAXED);
 
