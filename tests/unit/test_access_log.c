@@ -1,0 +1,415 @@
+/*
+ * test_access_log.c - cabrank-httpd's access log (apps/httpd/access_log.c):
+ * the Common and Combined line formats ("-" for what is missing or empty,
+ * escaping that keeps a line from being split or forged, IPv6 and mapped
+ * IPv4 peers, long fields cut with the status kept), buffering until a flush,
+ * a full buffer or close, the flusher thread's periodic write, reopening
+ * after the file was moved away, and concurrent appends from many threads
+ * arriving as whole lines (run under TSan by `make test`).
+ */
+#include "../../apps/httpd/access_log.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* 2023-11-14 22:13:20 UTC. */
+#define T0 1700000000
+
+static struct sockaddr_in v4;
+
+static void utc(void)
+{
+    setenv("TZ", "UTC", 1);
+    tzset();
+    memset(&v4, 0, sizeof(v4));
+    v4.sin_family = AF_INET;
+    v4.sin_addr.s_addr = htonl(0x7f000001);
+}
+
+static struct access_log_entry entry(const char *method, const char *target, int status,
+                                     uint64_t bytes)
+{
+    struct access_log_entry e = {
+        .peer = (const struct sockaddr *)&v4,
+        .time_sec = T0,
+        .method = method,
+        .method_len = method != NULL ? strlen(method) : 0,
+        .target = target,
+        .target_len = target != NULL ? strlen(target) : 0,
+        .version_minor = 1,
+        .status = status,
+        .bytes = bytes,
+    };
+
+    return e;
+}
+
+static const char *fmt(enum access_log_format f, const struct access_log_entry *e)
+{
+    static char buf[ACCESS_LOG_LINE_MAX + 1];
+    size_t n = access_log_format(buf, ACCESS_LOG_LINE_MAX, f, e);
+
+    ck_assert_uint_le(n, ACCESS_LOG_LINE_MAX);
+    buf[n] = '\0';
+    return buf;
+}
+
+START_TEST(formats_a_common_line)
+{
+    struct access_log_entry e = entry("GET", "/hello.txt", 200, 13);
+
+    utc();
+    ck_assert_str_eq(fmt(ACCESS_LOG_COMMON, &e),
+                     "127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] \"GET /hello.txt HTTP/1.1\" "
+                     "200 13\n");
+    e.version_minor = 0;
+    e.bytes = 0;
+    e.status = 304;
+    ck_assert_str_eq(fmt(ACCESS_LOG_COMMON, &e),
+                     "127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] \"GET /hello.txt HTTP/1.0\" "
+                     "304 -\n");
+}
+END_TEST
+
+START_TEST(formats_a_combined_line_with_dashes_for_missing_fields)
+{
+    struct access_log_entry e = entry("HEAD", "/", 200, 0);
+
+    utc();
+    ck_assert_str_eq(fmt(ACCESS_LOG_COMBINED, &e),
+                     "127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] \"HEAD / HTTP/1.1\" 200 - "
+                     "\"-\" \"-\"\n");
+    e.referer = "http://example.com/";
+    e.referer_len = strlen(e.referer);
+    e.user_agent = "curl/8.0";
+    e.user_agent_len = strlen(e.user_agent);
+    ck_assert_str_eq(fmt(ACCESS_LOG_COMBINED, &e),
+                     "127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] \"HEAD / HTTP/1.1\" 200 - "
+                     "\"http://example.com/\" \"curl/8.0\"\n");
+}
+END_TEST
+
+START_TEST(uses_the_local_time_offset)
+{
+    struct access_log_entry e = entry("GET", "/", 200, 1);
+
+    setenv("TZ", "XST+05:30", 1); /* five and a half hours west of UTC */
+    tzset();
+    ck_assert_ptr_nonnull(strstr(fmt(ACCESS_LOG_COMMON, &e), "[14/Nov/2023:16:43:20 -0530]"));
+}
+END_TEST
+
+START_TEST(escapes_quotes_backslashes_controls_and_non_ascii)
+{
+    struct access_log_entry e = entry("GET", "/a\"b\\c\x01\xff", 400, 0);
+
+    utc();
+    e.user_agent = "x\" 200 1 \"forged\n";
+    e.user_agent_len = strlen(e.user_agent);
+    ck_assert_str_eq(fmt(ACCESS_LOG_COMBINED, &e),
+                     "127.0.0.1 - - [14/Nov/2023:22:13:20 +0000] "
+                     "\"GET /a\\x22b\\x5Cc\\x01\\xFF HTTP/1.1\" 400 - \"-\" "
+                     "\"x\\x22 200 1 \\x22forged\\x0A\"\n");
+}
+END_TEST
+
+START_TEST(writes_a_dash_for_a_request_without_a_line)
+{
+    struct access_log_entry e = entry(NULL, NULL, 400, 0);
+
+    utc();
+    e.version_minor = -1;
+    e.peer = NULL;
+    ck_assert_str_eq(fmt(ACCESS_LOG_COMMON, &e),
+                     "- - - [14/Nov/2023:22:13:20 +0000] \"-\" 400 -\n");
+}
+END_TEST
+
+START_TEST(writes_ipv6_and_mapped_ipv4_peers)
+{
+    struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+    struct access_log_entry e = entry("GET", "/", 200, 1);
+
+    utc();
+    e.peer = (const struct sockaddr *)&v6;
+    ck_assert_int_eq(inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr), 1);
+    ck_assert_int_eq(strncmp(fmt(ACCESS_LOG_COMMON, &e), "2001:db8::1 - - [", 17), 0);
+    ck_assert_int_eq(inet_pton(AF_INET6, "::ffff:10.1.2.3", &v6.sin6_addr), 1);
+    ck_assert_int_eq(strncmp(fmt(ACCESS_LOG_COMMON, &e), "10.1.2.3 - - [", 14), 0);
+}
+END_TEST
+
+START_TEST(cuts_long_fields_but_keeps_the_status_and_the_newline)
+{
+    static char target[20000];
+    char small[300];
+    struct access_log_entry e;
+    size_t n;
+
+    utc();
+    memset(target, 'a', sizeof(target) - 1);
+    target[0] = '/';
+    e = entry("GET", target, 414, 0);
+    e.user_agent = target;
+    e.user_agent_len = strlen(target);
+    n = access_log_format(small, sizeof(small), ACCESS_LOG_COMBINED, &e);
+    ck_assert_uint_le(n, sizeof(small));
+    ck_assert_int_eq(small[n - 1], '\n');
+    ck_assert_ptr_nonnull(memmem(small, n, "\" 414 - \"-\" \"/aaa", 17));
+    ck_assert_ptr_null(memchr(small, '\n', n - 1));
+    n = access_log_format(small, 128, ACCESS_LOG_COMMON, &e);
+    ck_assert_uint_le(n, 128);
+    ck_assert_ptr_nonnull(memmem(small, n, "\" 414 -\n", 8));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ files */
+
+static char dir[64];
+static char path[128];
+
+static void make_dir(void)
+{
+    utc();
+    snprintf(dir, sizeof(dir), "/tmp/cr-alog-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/access.log", dir);
+}
+
+static void remove_dir(void)
+{
+    char moved[160];
+
+    snprintf(moved, sizeof(moved), "%s.1", path);
+    unlink(path);
+    unlink(moved);
+    rmdir(dir);
+}
+
+static size_t size_of(const char *p)
+{
+    struct stat st;
+
+    return stat(p, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+static int lines_of(const char *p)
+{
+    char buf[1 << 16];
+    int fd = open(p, O_RDONLY);
+    int lines = 0;
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    while ((n = read(fd, buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            lines += buf[i] == '\n';
+    }
+    close(fd);
+    return lines;
+}
+
+static struct access_log *open_log(size_t buffer_size, uint64_t flush_ms, unsigned buffers)
+{
+    struct access_log_config cfg = {
+        .path = path,
+        .format = ACCESS_LOG_COMMON,
+        .buffers = buffers,
+        .buffer_size = buffer_size,
+        .flush_interval_ms = flush_ms,
+    };
+    struct access_log *l = NULL;
+
+    ck_assert_int_eq(access_log_open(&l, &cfg), 0);
+    ck_assert_ptr_nonnull(l);
+    return l;
+}
+
+START_TEST(buffers_until_a_flush_and_writes_the_rest_at_close)
+{
+    struct access_log_entry e = entry("GET", "/x", 200, 1);
+    struct access_log *l;
+
+    make_dir();
+    l = open_log(0, 60000, 2);
+    for (int i = 0; i < 3; i++)
+        access_log_append(l, (unsigned)i, &e);
+    ck_assert_uint_eq(size_of(path), 0);
+    access_log_flush(l);
+    ck_assert_int_eq(lines_of(path), 3);
+    access_log_append(l, 0, &e);
+    access_log_close(l);
+    ck_assert_int_eq(lines_of(path), 4);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(writes_a_full_buffer_at_once)
+{
+    struct access_log_entry e = entry("GET", "/x", 200, 1);
+    struct access_log *l;
+    int n = 0;
+
+    make_dir();
+    l = open_log(ACCESS_LOG_LINE_MAX, 60000, 1);
+    while (size_of(path) == 0 && n < 1000) {
+        access_log_append(l, 0, &e);
+        n++;
+    }
+    ck_assert_uint_gt(size_of(path), 0);
+    ck_assert_uint_le(size_of(path), ACCESS_LOG_LINE_MAX);
+    access_log_close(l);
+    ck_assert_int_eq(lines_of(path), n);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(the_flusher_writes_within_its_interval)
+{
+    struct access_log_entry e = entry("GET", "/x", 200, 1);
+    struct access_log *l;
+    int waited = 0;
+
+    make_dir();
+    l = open_log(0, 50, 1);
+    access_log_append(l, 0, &e);
+    while (size_of(path) == 0 && waited < 5000) {
+        usleep(10000);
+        waited += 10;
+    }
+    ck_assert_int_eq(lines_of(path), 1);
+    access_log_close(l);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(reopens_after_the_file_was_moved)
+{
+    struct access_log_entry e = entry("GET", "/x", 200, 1);
+    char moved[160];
+    struct access_log *l;
+
+    make_dir();
+    snprintf(moved, sizeof(moved), "%s.1", path);
+    l = open_log(0, 60000, 1);
+    access_log_append(l, 0, &e);
+    access_log_append(l, 0, &e);
+    ck_assert_int_eq(rename(path, moved), 0);
+    ck_assert_int_eq(access_log_reopen(l), 0);
+    /* What was buffered before the reopen went to the old file. */
+    ck_assert_int_eq(lines_of(moved), 2);
+    access_log_append(l, 0, &e);
+    access_log_close(l);
+    ck_assert_int_eq(lines_of(path), 1);
+    ck_assert_int_eq(lines_of(moved), 2);
+    remove_dir();
+}
+END_TEST
+
+START_TEST(open_fails_for_an_unwritable_path)
+{
+    struct access_log_config cfg = {.path = "/nonexistent-dir/x/access.log"};
+    struct access_log *l = (struct access_log *)&cfg;
+
+    ck_assert_int_eq(access_log_open(&l, &cfg), -ENOENT);
+    ck_assert_ptr_null(l);
+    access_log_close(NULL);
+}
+END_TEST
+
+#define THREADS          4
+#define LINES_PER_THREAD 2000
+
+struct appender {
+    struct access_log *l;
+    unsigned worker;
+};
+
+static void *append_many(void *arg)
+{
+    struct appender *a = arg;
+    char target[32];
+
+    for (int i = 0; i < LINES_PER_THREAD; i++) {
+        struct access_log_entry e;
+
+        snprintf(target, sizeof(target), "/t%u/%d", a->worker, i);
+        e = entry("GET", target, 200, (uint64_t)i);
+        /* Two threads share each buffer: workers wrap modulo 2. */
+        access_log_append(a->l, a->worker, &e);
+    }
+    return NULL;
+}
+
+START_TEST(concurrent_appends_arrive_as_whole_lines)
+{
+    pthread_t th[THREADS];
+    struct appender a[THREADS];
+    struct access_log *l;
+    char *buf;
+    size_t len;
+    int fd;
+
+    make_dir();
+    l = open_log(ACCESS_LOG_LINE_MAX * 2, 20, 2);
+    for (unsigned i = 0; i < THREADS; i++) {
+        a[i] = (struct appender){.l = l, .worker = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, append_many, &a[i]), 0);
+    }
+    for (unsigned i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    access_log_close(l);
+    ck_assert_int_eq(lines_of(path), THREADS * LINES_PER_THREAD);
+    len = size_of(path);
+    buf = malloc(len + 1);
+    ck_assert_ptr_nonnull(buf);
+    fd = open(path, O_RDONLY);
+    ck_assert_int_eq(read(fd, buf, len), (ssize_t)len);
+    close(fd);
+    buf[len] = '\0';
+    /* Every line is whole: it starts with the peer and ends with the size. */
+    for (char *line = buf; *line != '\0';) {
+        char *nl = strchr(line, '\n');
+
+        ck_assert_ptr_nonnull(nl);
+        ck_assert_int_eq(strncmp(line, "127.0.0.1 - - [", 15), 0);
+        line = nl + 1;
+    }
+    free(buf);
+    remove_dir();
+}
+END_TEST
+
+Suite *access_log_suite(void);
+Suite *access_log_suite(void)
+{
+    Suite *s = suite_create("access_log");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, formats_a_common_line);
+    tcase_add_test(tc, formats_a_combined_line_with_dashes_for_missing_fields);
+    tcase_add_test(tc, uses_the_local_time_offset);
+    tcase_add_test(tc, escapes_quotes_backslashes_controls_and_non_ascii);
+    tcase_add_test(tc, writes_a_dash_for_a_request_without_a_line);
+    tcase_add_test(tc, writes_ipv6_and_mapped_ipv4_peers);
+    tcase_add_test(tc, cuts_long_fields_but_keeps_the_status_and_the_newline);
+    tcase_add_test(tc, buffers_until_a_flush_and_writes_the_rest_at_close);
+    tcase_add_test(tc, writes_a_full_buffer_at_once);
+    tcase_add_test(tc, the_flusher_writes_within_its_interval);
+    tcase_add_test(tc, reopens_after_the_file_was_moved);
+    tcase_add_test(tc, open_fails_for_an_unwritable_path);
+    tcase_add_test(tc, concurrent_appends_arrive_as_whole_lines);
+    suite_add_tcase(s, tc);
+    return s;
+}
