@@ -56,6 +56,16 @@ CR_MUST_CHECK int http_path_normalize(const char *target, size_t len, char *out,
                                       struct http_path *res);
 
 /*
+ * Percent-encodes path[0..len) (a normalized path, whose '?', '#', '%', space and other
+ * decoded bytes would otherwise be read as syntax) for use in a URI such as the Location of
+ * the "/dir" -> "/dir/" redirect: every byte but RFC 3986 pchar (unreserved, sub-delims, ':',
+ * '@') and '/' becomes "%XX". Writes into out[0..cap), NUL-terminated. Returns the length, or
+ * -ENAMETOOLONG when it does not fit (3 * len + 1 always does). http_path_normalize() of the
+ * result gives path back. Allocation-free. Thread-safe.
+ */
+CR_MUST_CHECK ssize_t http_path_encode(const char *path, size_t len, char *out, size_t cap);
+
+/*
  * Opens path (a result of http_path_normalize(), so starting with '/', "/" being the root
  * itself) beneath the directory root_fd (borrowed) read-only, close-on-exec and non-blocking
  * (so a FIFO planted in the tree cannot stall a thread), and fstat()s it. Symlinks are followed

@@ -1,0 +1,584 @@
+/*
+ * test_file_cache.c - the open-file cache (apps/httpd/file_cache.c) over a temporary tree: a hit
+ * costs no open or stat (the open and revalidation counters stay put and the fd is the same),
+ * a changed, replaced, deleted or newly compressed file is noticed after the revalidation
+ * interval, directories and index files, errors not cached, the entry and descriptor bounds, an
+ * evicted entry's fd staying open while referenced, and many threads getting, reading and
+ * releasing while another rewrites the files (run under TSan by `make test`).
+ */
+#include "../../apps/httpd/file_cache.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../apps/httpd/http_path.h"
+
+static char tmpdir[PATH_MAX];
+static int root_fd = -1;
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+/* Writes name (relative to the root) with content, replacing it atomically by rename. */
+static void put_file(const char *name, const char *content, size_t len)
+{
+    char tmp[PATH_MAX];
+    int fd;
+
+    snprintf(tmp, sizeof(tmp), "%s.tmp%d", name, (int)gettid());
+    fd = openat(root_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, content, len), (ssize_t)len);
+    close(fd);
+    ck_assert_int_eq(renameat(root_fd, tmp, root_fd, name), 0);
+}
+
+static void put_str(const char *name, const char *content)
+{
+    put_file(name, content, strlen(content));
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/cr-file-cache-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    root_fd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ck_assert_int_ge(root_fd, 0);
+    ck_assert_int_eq(mkdirat(root_fd, "dir", 0755), 0);
+    ck_assert_int_eq(mkdirat(root_fd, "empty", 0755), 0);
+    put_str("a.txt", "hello");
+    put_str("b.txt", "bye");
+    put_str("index.html", "<h1>root</h1>");
+    put_str("dir/index.html", "<h1>dir</h1>");
+    put_str("app.js", "var x = 1;");
+    put_str("app.js.gz", "GZ");
+    ck_assert_int_eq(symlinkat("/etc/hostname", root_fd, "out"), 0);
+}
+
+static void teardown(void)
+{
+    close(root_fd);
+    nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static struct http_file_cache *new_cache(struct http_file_cache_config cfg)
+{
+    struct http_file_cache *fc;
+
+    cfg.root_fd = root_fd;
+    ck_assert_int_eq(http_file_cache_create(&fc, &cfg), 0);
+    ck_assert_ptr_nonnull(fc);
+    return fc;
+}
+
+static const struct http_file *get(struct http_file_cache *fc, const char *path)
+{
+    const struct http_file *f = NULL;
+
+    ck_assert_msg(http_file_cache_get(fc, path, strlen(path), &f) == 0, "get %s failed", path);
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+static int get_err(struct http_file_cache *fc, const char *path)
+{
+    const struct http_file *f = (const void *)1;
+    int rc = http_file_cache_get(fc, path, strlen(path), &f);
+
+    if (rc == 0)
+        http_file_cache_release((void *)f);
+    else
+        ck_assert_ptr_null(f);
+    return rc;
+}
+
+static struct http_file_cache_stats stats(struct http_file_cache *fc)
+{
+    struct http_file_cache_stats st;
+
+    http_file_cache_stats(fc, &st);
+    return st;
+}
+
+static void read_all(int fd, char *buf, size_t cap)
+{
+    ssize_t n = pread(fd, buf, cap - 1, 0);
+
+    ck_assert_int_ge(n, 0);
+    buf[n] = '\0';
+}
+
+START_TEST(create_needs_a_root)
+{
+    struct http_file_cache *fc = (void *)1;
+    struct http_file_cache_config cfg = {.root_fd = -1};
+
+    ck_assert_int_eq(http_file_cache_create(&fc, &cfg), -EINVAL);
+    ck_assert_ptr_null(fc);
+    http_file_cache_destroy(NULL);
+}
+END_TEST
+
+START_TEST(hit_costs_no_open_and_no_stat)
+{
+    struct http_mime *mime;
+    struct http_file_cache *fc;
+    const struct http_file *f;
+    const struct http_file *g;
+    struct http_file_cache_stats st;
+    char buf[64];
+
+    ck_assert_int_eq(http_mime_create(&mime, NULL), 0);
+    fc = new_cache((struct http_file_cache_config){.mime = mime, .revalidate_ms = 60000});
+    f = get(fc, "/a.txt");
+    st = stats(fc);
+    ck_assert_uint_eq(st.misses, 1);
+    ck_assert_uint_eq(st.opens, 1);
+    ck_assert_uint_eq(f->identity.size, 5);
+    ck_assert_str_eq(f->mime, "text/plain; charset=utf-8");
+    ck_assert_uint_eq(f->mime_len, strlen(f->mime));
+    ck_assert_uint_eq(f->identity.etag_len, strlen(f->identity.etag));
+    ck_assert_uint_eq(strlen(f->identity.last_modified), HTTP_DATE_LEN);
+    ck_assert(!f->has_gz);
+    ck_assert_int_eq(f->gz.fd, -1);
+    read_all(f->identity.fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "hello");
+    for (int i = 0; i < 100; i++) {
+        g = get(fc, "/a.txt");
+        ck_assert_ptr_eq(g, f);
+        ck_assert_int_eq(g->identity.fd, f->identity.fd);
+        http_file_cache_release((void *)g);
+    }
+    st = stats(fc);
+    ck_assert_uint_eq(st.opens, 1);
+    ck_assert_uint_eq(st.revalidations, 0);
+    ck_assert_uint_eq(st.hits, 100);
+    ck_assert_uint_eq(st.entries, 1);
+    ck_assert_uint_eq(st.fds, 1);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+    http_mime_destroy(mime);
+}
+END_TEST
+
+START_TEST(gz_sibling_is_kept_with_its_own_validators)
+{
+    struct http_mime *mime;
+    struct http_file_cache *fc;
+    const struct http_file *f;
+    char buf[64];
+
+    ck_assert_int_eq(http_mime_create(&mime, NULL), 0);
+    fc = new_cache((struct http_file_cache_config){.mime = mime, .gzip_static = true});
+    f = get(fc, "/app.js");
+    ck_assert(f->has_gz);
+    ck_assert_int_ge(f->gz.fd, 0);
+    ck_assert_uint_eq(f->gz.size, 2);
+    ck_assert_uint_eq(f->identity.size, 10);
+    ck_assert_str_eq(f->mime, "text/javascript; charset=utf-8");
+    ck_assert_str_ne(f->gz.etag, f->identity.etag);
+    ck_assert_str_eq(f->gz.etag + f->gz.etag_len - 4, "-gz\"");
+    read_all(f->gz.fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "GZ");
+    ck_assert_uint_eq(stats(fc).opens, 2);
+    ck_assert_uint_eq(stats(fc).fds, 2);
+    http_file_cache_release((void *)f);
+    /* No sibling: one open for the file, one that finds no ".gz". */
+    f = get(fc, "/a.txt");
+    ck_assert(!f->has_gz);
+    ck_assert_uint_eq(stats(fc).opens, 4);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+    http_mime_destroy(mime);
+}
+END_TEST
+
+START_TEST(revalidates_after_the_interval_and_reopens_changed_files)
+{
+    struct http_file_cache *fc = new_cache((struct http_file_cache_config){.revalidate_ms = 1});
+    const struct http_file *f = get(fc, "/a.txt");
+    const struct http_file *g;
+    char etag[HTTP_ETAG_MAX];
+    char buf[64];
+    uint64_t opens;
+
+    strcpy(etag, f->identity.etag);
+    http_file_cache_release((void *)f);
+    /* Unchanged: a stat, no open. */
+    usleep(5000);
+    opens = stats(fc).opens;
+    f = get(fc, "/a.txt");
+    ck_assert_uint_eq(stats(fc).revalidations, 1);
+    ck_assert_uint_eq(stats(fc).opens, opens);
+    http_file_cache_release((void *)f);
+    /* Replaced by rename: a new file. */
+    put_str("a.txt", "hello, world");
+    usleep(5000);
+    g = get(fc, "/a.txt");
+    ck_assert_uint_eq(g->identity.size, 12);
+    ck_assert_str_ne(g->identity.etag, etag);
+    read_all(g->identity.fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "hello, world");
+    ck_assert_uint_eq(stats(fc).replacements, 1);
+    ck_assert_uint_eq(stats(fc).entries, 1);
+    strcpy(etag, g->identity.etag);
+    http_file_cache_release((void *)g);
+    /* Rewritten in place: same inode, new size and mtime. */
+    {
+        int fd = openat(root_fd, "a.txt", O_WRONLY | O_TRUNC | O_CLOEXEC);
+
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, "x", 1), 1);
+        close(fd);
+    }
+    usleep(5000);
+    g = get(fc, "/a.txt");
+    ck_assert_uint_eq(g->identity.size, 1);
+    ck_assert_str_ne(g->identity.etag, etag);
+    http_file_cache_release((void *)g);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(within_the_interval_a_change_is_not_seen)
+{
+    struct http_file_cache *fc = new_cache((struct http_file_cache_config){.revalidate_ms = 60000});
+    const struct http_file *f = get(fc, "/a.txt");
+
+    http_file_cache_release((void *)f);
+    put_str("a.txt", "changed!");
+    f = get(fc, "/a.txt");
+    ck_assert_uint_eq(f->identity.size, 5);
+    ck_assert_uint_eq(stats(fc).revalidations, 0);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(deleted_file_is_dropped_and_a_new_gz_is_noticed)
+{
+    struct http_file_cache *fc =
+        new_cache((struct http_file_cache_config){.revalidate_ms = 1, .gzip_static = true});
+    const struct http_file *f = get(fc, "/b.txt");
+
+    ck_assert(!f->has_gz);
+    http_file_cache_release((void *)f);
+    put_str("b.txt.gz", "compressed");
+    usleep(5000);
+    f = get(fc, "/b.txt");
+    ck_assert(f->has_gz);
+    ck_assert_uint_eq(f->gz.size, 10);
+    http_file_cache_release((void *)f);
+    ck_assert_int_eq(unlinkat(root_fd, "b.txt", 0), 0);
+    usleep(5000);
+    ck_assert_int_eq(get_err(fc, "/b.txt"), -ENOENT);
+    ck_assert_uint_eq(stats(fc).entries, 0);
+    ck_assert_uint_eq(stats(fc).fds, 0);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(directories_redirect_or_serve_their_index)
+{
+    struct http_mime *mime;
+    struct http_file_cache *fc;
+    const struct http_file *f;
+    char buf[64];
+
+    ck_assert_int_eq(http_mime_create(&mime, NULL), 0);
+    fc = new_cache((struct http_file_cache_config){.mime = mime});
+    ck_assert_int_eq(get_err(fc, "/dir"), -EISDIR);
+    f = get(fc, "/dir/");
+    read_all(f->identity.fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "<h1>dir</h1>");
+    ck_assert_str_eq(f->mime, "text/html; charset=utf-8");
+    http_file_cache_release((void *)f);
+    f = get(fc, "/");
+    read_all(f->identity.fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "<h1>root</h1>");
+    http_file_cache_release((void *)f);
+    ck_assert_int_eq(get_err(fc, "/empty/"), -ENOENT);
+    ck_assert_int_eq(get_err(fc, "/missing"), -ENOENT);
+    ck_assert_int_eq(get_err(fc, "/missing/"), -ENOENT);
+    ck_assert_int_eq(get_err(fc, "/a.txt/"), -ENOTDIR);
+    ck_assert_int_eq(get_err(fc, "/out"), -EACCES);
+    ck_assert_int_eq(get_err(fc, "a.txt"), -EINVAL);
+    /* Errors are not cached: only the two indexes are. */
+    ck_assert_uint_eq(stats(fc).entries, 2);
+    http_file_cache_destroy(fc);
+    http_mime_destroy(mime);
+}
+END_TEST
+
+START_TEST(custom_index_name)
+{
+    struct http_file_cache *fc = new_cache((struct http_file_cache_config){.index_name = "a.txt"});
+    const struct http_file *f = get(fc, "/");
+
+    ck_assert_uint_eq(f->identity.size, 5);
+    ck_assert_str_eq(f->mime, HTTP_MIME_DEFAULT);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+static void make_files(int n)
+{
+    for (int i = 0; i < n; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "f%d", i);
+        put_str(name, name);
+    }
+}
+
+START_TEST(entry_bound_holds_with_clock_eviction)
+{
+    struct http_file_cache *fc =
+        new_cache((struct http_file_cache_config){.max_entries = 4, .shards = 1});
+    const struct http_file *hot;
+
+    make_files(20);
+    hot = get(fc, "/f0");
+    http_file_cache_release((void *)hot);
+    for (int i = 1; i < 20; i++) {
+        char path[32];
+        const struct http_file *f;
+        struct http_file_cache_stats st;
+
+        snprintf(path, sizeof(path), "/f%d", i);
+        f = get(fc, path);
+        http_file_cache_release((void *)f);
+        /* f0 is hit before every miss: CLOCK keeps it. */
+        f = get(fc, "/f0");
+        ck_assert_ptr_eq(f, hot);
+        http_file_cache_release((void *)f);
+        st = stats(fc);
+        ck_assert_uint_le(st.entries, 4);
+        ck_assert_uint_le(st.fds, 4);
+    }
+    ck_assert_uint_eq(stats(fc).evictions, 20 - 4);
+    ck_assert_uint_eq(stats(fc).misses, 20);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(fd_bound_holds_with_gz_siblings)
+{
+    struct http_file_cache *fc = new_cache(
+        (struct http_file_cache_config){.max_entries = 64, .max_fds = 5, .gzip_static = true});
+
+    make_files(10);
+    for (int i = 0; i < 10; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "f%d.gz", i);
+        put_str(name, "gz");
+    }
+    for (int i = 0; i < 10; i++) {
+        char path[32];
+        const struct http_file *f;
+
+        snprintf(path, sizeof(path), "/f%d", i);
+        f = get(fc, path);
+        ck_assert(f->has_gz);
+        http_file_cache_release((void *)f);
+        ck_assert_uint_le(stats(fc).fds, 5);
+        ck_assert_uint_le(stats(fc).entries, 2);
+    }
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(evicted_entry_keeps_its_fd_while_referenced)
+{
+    struct http_file_cache *fc =
+        new_cache((struct http_file_cache_config){.max_entries = 1, .shards = 1});
+    const struct http_file *a = get(fc, "/a.txt");
+    const struct http_file *b;
+    int fd = a->identity.fd;
+    char buf[64];
+
+    b = get(fc, "/b.txt"); /* evicts a */
+    ck_assert_uint_eq(stats(fc).evictions, 1);
+    ck_assert_uint_eq(stats(fc).entries, 1);
+    read_all(fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "hello");
+    /* Two more references, as for a multipart body. */
+    http_file_cache_ref(a);
+    http_file_cache_ref(a);
+    http_file_cache_release((void *)a);
+    http_file_cache_release((void *)a);
+    ck_assert_int_ge(fcntl(fd, F_GETFD), 0);
+    http_file_cache_release((void *)a);
+    ck_assert_int_eq(fcntl(fd, F_GETFD), -1);
+    ck_assert_int_eq(errno, EBADF);
+    http_file_cache_release((void *)b);
+    http_file_cache_release(NULL);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(entries_outlive_the_cache_while_referenced)
+{
+    struct http_file_cache *fc = new_cache((struct http_file_cache_config){0});
+    const struct http_file *f = get(fc, "/a.txt");
+    char buf[64];
+
+    http_file_cache_destroy(fc);
+    read_all(f->identity.fd, buf, sizeof(buf));
+    ck_assert_str_eq(buf, "hello");
+    http_file_cache_release((void *)f);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- stress */
+
+#define STRESS_FILES   24
+#define STRESS_THREADS 6
+#define STRESS_GETS    4000
+
+struct stress {
+    struct http_file_cache *fc;
+    int stop;    /* atomic, relaxed: set once readers are done */
+    int bad;     /* atomic: inconsistent entries seen */
+    unsigned id; /* per-thread seed, set before the thread starts */
+};
+
+/* Content "len=<8 digits>\n" padded to that length, so a reader can check fd against size. */
+static void put_versioned(int i, size_t len)
+{
+    char name[32];
+    char *buf = malloc(len + 1);
+
+    ck_assert_ptr_nonnull(buf);
+    memset(buf, 'x', len);
+    snprintf(buf, len + 1, "len=%08zu\n", len);
+    buf[13] = 'x'; /* snprintf's NUL; len >= 15 */
+    snprintf(name, sizeof(name), "s%d", i);
+    put_file(name, buf, len);
+    free(buf);
+}
+
+static void *stress_reader(void *arg)
+{
+    struct stress *s = arg;
+    unsigned seed = s->id;
+
+    for (int n = 0; n < STRESS_GETS; n++) {
+        char path[32];
+        char head[16];
+        const struct http_file *f;
+        int rc;
+
+        snprintf(path, sizeof(path), "/s%d", rand_r(&seed) % STRESS_FILES);
+        rc = http_file_cache_get(s->fc, path, strlen(path), &f);
+        if (rc != 0) {
+            __atomic_fetch_add(&s->bad, 1, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (pread(f->identity.fd, head, 15, 0) != 15 || strncmp(head, "len=", 4) != 0 ||
+            strtoull(head + 4, NULL, 10) != f->identity.size)
+            __atomic_fetch_add(&s->bad, 1, __ATOMIC_RELAXED);
+        if (n % 7 == 0) {
+            http_file_cache_ref(f);
+            http_file_cache_release((void *)f);
+        }
+        http_file_cache_release((void *)f);
+    }
+    return NULL;
+}
+
+static void *stress_writer(void *arg)
+{
+    struct stress *s = arg;
+    unsigned seed = 12345;
+
+    while (!__atomic_load_n(&s->stop, __ATOMIC_RELAXED)) {
+        put_versioned(rand_r(&seed) % STRESS_FILES, 15 + (size_t)(rand_r(&seed) % 4000));
+        usleep(200);
+    }
+    return NULL;
+}
+
+START_TEST(many_threads_get_read_and_release_while_files_change)
+{
+    struct stress base = {0};
+    struct stress args[STRESS_THREADS];
+    pthread_t readers[STRESS_THREADS];
+    pthread_t writer;
+    struct http_file_cache_stats st;
+
+    for (int i = 0; i < STRESS_FILES; i++)
+        put_versioned(i, 15 + (size_t)i * 10);
+    /* A short interval, and (run 0) fewer entries than files: evictions and replacements
+     * race hits; (run 1) room for all: hot hits race revalidations. */
+    base.fc = new_cache((struct http_file_cache_config){
+        .max_entries = _i == 0 ? 8 : 64, .shards = 2, .revalidate_ms = 1});
+    ck_assert_int_eq(pthread_create(&writer, NULL, stress_writer, &base), 0);
+    for (int t = 0; t < STRESS_THREADS; t++) {
+        args[t] = base;
+        args[t].id = (unsigned)t + 1;
+        ck_assert_int_eq(pthread_create(&readers[t], NULL, stress_reader, &args[t]), 0);
+    }
+    for (int t = 0; t < STRESS_THREADS; t++) {
+        ck_assert_int_eq(pthread_join(readers[t], NULL), 0);
+        ck_assert_int_eq(args[t].bad, 0);
+    }
+    __atomic_store_n(&base.stop, 1, __ATOMIC_RELAXED);
+    ck_assert_int_eq(pthread_join(writer, NULL), 0);
+    st = stats(base.fc);
+    ck_assert_uint_le(st.entries, _i == 0 ? 8 : 64);
+    /* Each get is one hit or one miss (a reopen after a change counts as a miss). */
+    ck_assert_uint_eq(st.hits + st.misses, (uint64_t)STRESS_THREADS * STRESS_GETS);
+    ck_assert(_i == 0 ? st.evictions > 0 : st.evictions == 0);
+    fprintf(stderr,
+            "file_cache stress: %llu hits, %llu misses, %llu revalidations, %llu evictions, "
+            "%llu replacements\n",
+            (unsigned long long)st.hits, (unsigned long long)st.misses,
+            (unsigned long long)st.revalidations, (unsigned long long)st.evictions,
+            (unsigned long long)st.replacements);
+    http_file_cache_destroy(base.fc);
+}
+END_TEST
+
+Suite *file_cache_suite(void);
+Suite *file_cache_suite(void)
+{
+    Suite *s = suite_create("file_cache");
+    TCase *tc = tcase_create("core");
+    TCase *ts = tcase_create("stress");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 10);
+    tcase_add_test(tc, create_needs_a_root);
+    tcase_add_test(tc, hit_costs_no_open_and_no_stat);
+    tcase_add_test(tc, gz_sibling_is_kept_with_its_own_validators);
+    tcase_add_test(tc, revalidates_after_the_interval_and_reopens_changed_files);
+    tcase_add_test(tc, within_the_interval_a_change_is_not_seen);
+    tcase_add_test(tc, deleted_file_is_dropped_and_a_new_gz_is_noticed);
+    tcase_add_test(tc, directories_redirect_or_serve_their_index);
+    tcase_add_test(tc, custom_index_name);
+    tcase_add_test(tc, entry_bound_holds_with_clock_eviction);
+    tcase_add_test(tc, fd_bound_holds_with_gz_siblings);
+    tcase_add_test(tc, evicted_entry_keeps_its_fd_while_referenced);
+    tcase_add_test(tc, entries_outlive_the_cache_while_referenced);
+    suite_add_tcase(s, tc);
+    tcase_add_checked_fixture(ts, setup, teardown);
+    tcase_set_timeout(ts, 30);
+    tcase_add_loop_test(ts, many_threads_get_read_and_release_while_files_change, 0, 2);
+    suite_add_tcase(s, ts);
+    return s;
+}
