@@ -180,8 +180,8 @@ bench: $(BENCH_BINS)
 
 .PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
 run: all
-	@echo "cabrank: echo server on $(RUN_ADDR) (Ctrl-C stops it)"
-	exec $(BUILD)/examples/reactor_echo --listen $(RUN_ADDR)
+	@echo "cabrank-httpd: serving www/ on http://$(RUN_ADDR)/ (Ctrl-C stops it)"
+	exec $(BUILD)/cabrank-httpd --root www --listen $(RUN_ADDR)
 
 test: deps-test
 	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all

@@ -64,6 +64,18 @@ unsigned status_latency_bucket(uint64_t latency_ns)
     return b < STATUS_LATENCY_BUCKETS ? b : STATUS_LATENCY_BUCKETS - 1;
 }
 
+/*
+ * Adds to a slot's counter with a relaxed load and store, not a locked
+ * read-modify-write: a slot has one writer, the thread of its worker index,
+ * whenever the slots cover every index (http_service_config.workers). Should
+ * an index wrap onto a busy slot, a count may be lost; the counters stay
+ * atomic, so readers never see a torn value.
+ */
+static void add(uint64_t *counter, uint64_t v)
+{
+    __atomic_store_n(counter, __atomic_load_n(counter, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+}
+
 void status_record(struct status *st, unsigned worker, int code, uint64_t body_bytes,
                    uint64_t latency_ns)
 {
@@ -71,10 +83,10 @@ void status_record(struct status *st, unsigned worker, int code, uint64_t body_b
     unsigned cls = code >= 100 && code < 600 ? (unsigned)code / 100 : 0;
 
     /* Relaxed: statistics, summed by status_sum with relaxed loads. */
-    __atomic_fetch_add(&s->requests, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->body_bytes, body_bytes, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->classes[cls], 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&s->latency[status_latency_bucket(latency_ns)], 1, __ATOMIC_RELAXED);
+    add(&s->requests, 1);
+    add(&s->body_bytes, body_bytes);
+    add(&s->classes[cls], 1);
+    add(&s->latency[status_latency_bucket(latency_ns)], 1);
 }
 
 void status_sum(const struct status *st, struct status_totals *t)

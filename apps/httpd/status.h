@@ -6,9 +6,10 @@
  *
  * Counting: the serving thread adds to the slot of its worker index
  * (cr_conn_worker()), so threads do not share cache lines; the page sums the
- * slots when it is read. Slots are relaxed atomics, since a worker index may
- * be shared (an index beyond the slot count wraps around, and some models
- * open connections on worker 0's index from another thread).
+ * slots when it is read. A slot has one writer when the slots cover every
+ * worker index, so it is updated with relaxed atomic loads and stores rather
+ * than locked read-modify-writes; an index beyond the slot count wraps
+ * around, and a count may then be lost, never torn.
  */
 #ifndef CABRANK_HTTPD_STATUS_H
 #define CABRANK_HTTPD_STATUS_H
@@ -41,7 +42,7 @@ void status_destroy(struct status *st);
 unsigned status_latency_bucket(uint64_t latency_ns);
 
 /* Counts one answered request: its status code, body bytes and service
- * latency. Thread-safe (relaxed atomics on worker's slot). */
+ * latency. Thread-safe; exact when worker's slot has no other writer. */
 void status_record(struct status *st, unsigned worker, int code, uint64_t body_bytes,
                    uint64_t latency_ns);
 

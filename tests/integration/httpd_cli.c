@@ -1,0 +1,374 @@
+/*
+ * httpd_cli.c (integration) - cabrank-httpd's command line: --help lists
+ * every flag with its default, --version, a bad flag, a bad value or an
+ * unusable root is one line on stderr and exit status 2; then a server with
+ * flags in both forms (--flag value, --flag=value): two listeners (IPv4 and,
+ * where the host has it, IPv6) each printed and served, the pid file written
+ * after binding and removed at exit, the error log receiving the records, a
+ * configured status path. Exit 0 pass, 1 fail, 77 skip.
+ */
+#include "httpd_client.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+
+static char prog[4096];
+
+/* Runs prog with args; captures stdout and stderr; returns the exit status
+ * (-1 if it did not exit within 10 s). */
+static int run(const char *const *args, char *out, size_t out_cap, char *err, size_t err_cap)
+{
+    char *argv[32];
+    int po[2];
+    int pe[2];
+    size_t no = 0;
+    size_t ne = 0;
+    int status = 0;
+    int n = 0;
+    pid_t pid;
+
+    argv[n++] = prog;
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        dup2(po[1], STDOUT_FILENO);
+        dup2(pe[1], STDERR_FILENO);
+        execv(prog, argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    {
+        struct pollfd p[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+        char *bufs[2] = {out, err};
+        size_t caps[2] = {out_cap, err_cap};
+        size_t *lens[2] = {&no, &ne};
+        int open_fds = 2;
+
+        while (open_fds > 0 && poll(p, 2, 10000) > 0) {
+            for (int i = 0; i < 2; i++) {
+                ssize_t r;
+
+                if (p[i].fd < 0 || p[i].revents == 0)
+                    continue;
+                r = read(p[i].fd, bufs[i] + *lens[i], caps[i] - 1 - *lens[i]);
+                if (r > 0) {
+                    *lens[i] += (size_t)r;
+                    continue;
+                }
+                close(p[i].fd);
+                p[i].fd = -1;
+                open_fds--;
+            }
+        }
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd >= 0)
+                close(p[i].fd);
+        }
+    }
+    out[no] = '\0';
+    err[ne] = '\0';
+    if (cr_test_wait_exit(pid, 10000, &status) < 0)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void test_help_and_version(void)
+{
+    static const char *const flags[] = {
+        "--listen",
+        "--root",
+        "--model",
+        "--threads",
+        "--promotion",
+        "--groups",
+        "--multiple-leaders",
+        "--backend",
+        "--max-connections",
+        "--header-timeout",
+        "--body-timeout",
+        "--keepalive-timeout",
+        "--send-timeout",
+        "--max-requests-per-connection",
+        "--max-request-line",
+        "--max-header-line",
+        "--max-headers-size",
+        "--max-header-fields",
+        "--access-log",
+        "--log-format",
+        "--error-log",
+        "--log-level",
+        "--pid-file",
+        "--status-path",
+        "--status-allow-remote",
+        "--allow-outside-symlinks",
+        "--help",
+        "--version",
+    };
+    static const char *const defaults[] = {"127.0.0.1:8080", "./www",          "(default lf)",
+                                           "(default 20)",   "(default 5)",    "(default 60)",
+                                           "(default 1000)", "(default 8192)", "(default 32768)",
+                                           "(default 100",   "/server-status"};
+    const char *const help[] = {"--help", NULL};
+    const char *const version[] = {"--version", NULL};
+    static char out[16384];
+    char err[4096];
+
+    CHECK(run(help, out, sizeof(out), err, sizeof(err)) == 0, "--help status");
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        CHECK(strstr(out, flags[i]) != NULL, "--help does not list %s", flags[i]);
+    for (size_t i = 0; i < sizeof(defaults) / sizeof(defaults[0]); i++)
+        CHECK(strstr(out, defaults[i]) != NULL, "--help does not say %s", defaults[i]);
+    CHECK(run(version, out, sizeof(out), err, sizeof(err)) == 0 &&
+              strncmp(out, "cabrank-httpd ", 14) == 0,
+          "--version: %s", out);
+}
+
+static void expect_usage_error(const char *const *args, const char *what)
+{
+    char out[4096];
+    char err[4096];
+    int rc = run(args, out, sizeof(out), err, sizeof(err));
+    char *nl = strchr(err, '\n');
+
+    CHECK(rc == 2, "%s: exit status %d, want 2", what, rc);
+    CHECK(nl != NULL && nl[1] == '\0' && strncmp(err, "cabrank-httpd: ", 15) == 0,
+          "%s: want one line on stderr, got '%s'", what, err);
+    CHECK(strstr(out, "listening") == NULL, "%s: it listened", what);
+}
+
+static void test_usage_errors(const char *root)
+{
+    const char *const a1[] = {"--bogus", NULL};
+    const char *const a2[] = {"--threads", "many", NULL};
+    const char *const a3[] = {"--root", "/nonexistent/cabrank", NULL};
+    const char *const a4[] = {"--root", "/dev/null", NULL};
+    const char *const a5[] = {"--listen", "localhost:80", NULL};
+    const char *const a6[] = {"--header-timeout=0", NULL};
+    const char *const a7[] = {"--log-format", "json", NULL};
+    const char *const a8[] = {"--model=forkless", NULL};
+    const char *const a9[] = {"--root", root, "--promotion", "random", NULL};
+    const char *const a10[] = {"--model", NULL};
+    const char *const a11[] = {"--status-path", "server-status", NULL};
+    const char *const a12[] = {"--keepalive-timeout", "5s", NULL};
+    const char *const a13[] = {"--log-level", "loud", NULL};
+    const char *const a14[] = {"--max-header-fields", "100000", NULL};
+
+    expect_usage_error(a1, "unknown flag");
+    expect_usage_error(a2, "bad number");
+    expect_usage_error(a3, "missing root");
+    expect_usage_error(a4, "root not a directory");
+    expect_usage_error(a5, "non-numeric address");
+    expect_usage_error(a6, "zero timeout");
+    expect_usage_error(a7, "bad log format");
+    expect_usage_error(a8, "unknown model");
+    expect_usage_error(a9, "unknown promotion");
+    expect_usage_error(a10, "missing value");
+    expect_usage_error(a11, "relative status path");
+    expect_usage_error(a12, "timeout with a unit");
+    expect_usage_error(a13, "bad log level");
+    expect_usage_error(a14, "too many header fields");
+}
+
+/* Starts prog with args, reading `want` "listening on" lines from its
+ * stdout; ports[] gets their ports. */
+static int spawn(const char *const *args, pid_t *pid, uint16_t *ports, int want, char lines[][128])
+{
+    char *argv[32];
+    char buf[4096];
+    size_t len = 0;
+    int got = 0;
+    int po[2];
+    int n = 0;
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)hc_tmo(20000);
+
+    argv[n++] = prog;
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = (char *)args[i];
+    argv[n] = NULL;
+    if (pipe2(po, O_CLOEXEC) < 0)
+        return -1;
+    *pid = fork();
+    if (*pid == 0) {
+        dup2(po[1], STDOUT_FILENO);
+        execv(prog, argv);
+        _exit(127);
+    }
+    close(po[1]);
+    while (got < want && cr_test_now_ms() < deadline) {
+        struct pollfd p = {.fd = po[0], .events = POLLIN};
+        char *nl;
+        ssize_t r;
+
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        r = read(po[0], buf + len, sizeof(buf) - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        buf[len] = '\0';
+        while ((nl = strchr(buf, '\n')) != NULL && got < want) {
+            char *colon;
+
+            *nl = '\0';
+            if (strncmp(buf, "listening on ", 13) == 0 && (colon = strrchr(buf, ':')) != NULL) {
+                snprintf(lines[got], 128, "%.100s", buf + 13);
+                ports[got++] = (uint16_t)atoi(colon + 1);
+            }
+            len -= (size_t)(nl + 1 - buf);
+            memmove(buf, nl + 1, len + 1);
+        }
+    }
+    /* The pipe stays open in the child; our end is closed, and the server
+     * writes nothing more to stdout. */
+    close(po[0]);
+    return got == want ? 0 : -1;
+}
+
+static bool has_ipv6_loopback(void)
+{
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static int connect6(uint16_t port)
+{
+    struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    sa.sin6_port = htons(port);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void test_server_flags(const char *dir, const char *root)
+{
+    char pidfile[400];
+    char errlog[400];
+    char pidarg[420];
+    char rootarg[420];
+    char lines[2][128];
+    uint16_t ports[2] = {0, 0};
+    bool v6 = has_ipv6_loopback();
+    const char *args[24];
+    struct cr_test_client cl;
+    struct hc_resp r;
+    char buf[256];
+    pid_t pid;
+    int n = 0;
+    int status = -1;
+
+    snprintf(pidfile, sizeof(pidfile), "%s/httpd.pid", dir);
+    snprintf(errlog, sizeof(errlog), "%s/error.log", dir);
+    snprintf(pidarg, sizeof(pidarg), "--pid-file=%s", pidfile);
+    snprintf(rootarg, sizeof(rootarg), "--root=%s", root);
+    args[n++] = "--listen=127.0.0.1:0";
+    if (v6) {
+        args[n++] = "--listen";
+        args[n++] = "[::1]:0";
+    }
+    args[n++] = rootarg;
+    args[n++] = pidarg;
+    args[n++] = "--error-log";
+    args[n++] = errlog;
+    args[n++] = "--status-path=/st";
+    args[n++] = "--status-allow-remote";
+    args[n++] = "--threads=2";
+    args[n++] = "--model";
+    args[n++] = "lf";
+    args[n++] = "--keepalive-timeout=2.5";
+    args[n++] = "--log-level=debug";
+    args[n] = NULL;
+    if (spawn(args, &pid, ports, v6 ? 2 : 1, lines) < 0) {
+        CHECK(false, "server did not say where it listens");
+        return;
+    }
+    CHECK(strncmp(lines[0], "127.0.0.1:", 10) == 0, "first listener %s", lines[0]);
+    {
+        int fd = open(pidfile, O_RDONLY);
+        ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+        if (fd >= 0)
+            close(fd);
+        buf[len > 0 ? len : 0] = '\0';
+        CHECK(len > 0 && atol(buf) == (long)pid, "pid file says '%s', pid %d", buf, (int)pid);
+    }
+    CHECK(hc_status(ports[0], "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n") == 200, "IPv4 listener");
+    CHECK(hc_status(ports[0], "GET /st HTTP/1.1\r\nHost: t\r\n\r\n") == 200, "status path");
+    CHECK(hc_status(ports[0], "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n") == 404,
+          "old status path");
+    if (v6) {
+        CHECK(strncmp(lines[1], "[::1]:", 6) == 0, "second listener %s", lines[1]);
+        cl.fd = connect6(ports[1]);
+        cl.off = cl.len = 0;
+        CHECK(cl.fd >= 0, "IPv6 connect");
+        if (cl.fd >= 0) {
+            CHECK(hc_request(&cl, "GET /a.txt HTTP/1.1\r\nHost: [::1]\r\n\r\n", &r, hc_tmo(5000)) ==
+                          0 &&
+                      r.status == 200 && r.body_len == 1,
+                  "IPv6 listener");
+            hc_resp_free(&r);
+            cr_test_client_close(&cl);
+        }
+    } else {
+        fprintf(stderr, "no IPv6 loopback here: the IPv6 listener is not tried\n");
+    }
+    kill(pid, SIGTERM);
+    CHECK(cr_test_wait_exit(pid, hc_tmo(20000), &status) == 0 && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "exit status %d", status);
+    CHECK(access(pidfile, F_OK) < 0, "pid file left behind");
+    {
+        int fd = open(errlog, O_RDONLY);
+        static char log[65536];
+        ssize_t len = fd >= 0 ? read(fd, log, sizeof(log) - 1) : -1;
+
+        if (fd >= 0)
+            close(fd);
+        log[len > 0 ? len : 0] = '\0';
+        CHECK(strstr(log, "info listening on 127.0.0.1:") != NULL, "error log: '%.200s'", log);
+        CHECK(strstr(log, "graceful stop") != NULL, "error log has no stop record");
+    }
+}
+
+int main(void)
+{
+    char dir[256];
+    char root[300];
+    int rc = 1;
+
+    cr_test_build_path("cabrank-httpd", prog, sizeof(prog));
+    if (hc_mkdtemp(dir, sizeof(dir)) < 0)
+        return 1;
+    snprintf(root, sizeof(root), "%s/root", dir);
+    if (mkdir(root, 0755) < 0 || hc_write_file(root, "a.txt", "A", 1) < 0) {
+        fprintf(stderr, "httpd_cli: making the root: %s\n", strerror(errno));
+        goto out;
+    }
+    test_help_and_version();
+    test_usage_errors(root);
+    test_server_flags(dir, root);
+    if (hc_failures == 0) {
+        fprintf(stderr, "httpd_cli: ok\n");
+        rc = 0;
+    } else {
+        fprintf(stderr, "httpd_cli: %d check(s) failed\n", hc_failures);
+    }
+out:
+    hc_rmtree(dir);
+    return rc;
+}

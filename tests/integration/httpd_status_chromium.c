@@ -1,0 +1,159 @@
+/*
+ * httpd_status_chromium.c (integration) - loads cabrank-httpd's status page
+ * in headless Chromium (Debian's chromium package) under the lf model and
+ * checks the DOM Chromium rendered: the title, the workers table with one
+ * row per worker, and the roles (leader, follower, processing) shown in it.
+ * Heavy, so it runs only in the release variant: it skips (77) under the
+ * sanitizer builds (CR_BUILD_DIR ending in /asan or /tsan) and when
+ * /usr/bin/chromium is missing. Exit 0 pass, 1 fail, 77 skip.
+ */
+#include "httpd_client.h"
+
+#include <poll.h>
+
+#define CHROMIUM    "/usr/bin/chromium"
+#define DOM_MAX     (1024 * 1024)
+#define CHROMIUM_MS 60000
+
+/* Runs Chromium on url, its stdout (the DOM) into dom. 0 or -1. */
+static int dump_dom(const char *url, const char *profile, char *dom, size_t cap)
+{
+    char datadir[400];
+    char *argv[] = {CHROMIUM,
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                    datadir,
+                    "--dump-dom",
+                    (char *)url,
+                    NULL};
+    uint64_t deadline = cr_test_now_ms() + CHROMIUM_MS;
+    size_t len = 0;
+    int pfd[2];
+    int status = 0;
+    pid_t pid;
+
+    snprintf(datadir, sizeof(datadir), "--user-data-dir=%s", profile);
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+
+        dup2(pfd[1], STDOUT_FILENO);
+        if (devnull >= 0)
+            dup2(devnull, STDERR_FILENO); /* its chatter about D-Bus and GPUs */
+        setenv("HOME", profile, 1);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    while (len < cap - 1) {
+        struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+        uint64_t now = cr_test_now_ms();
+        ssize_t n;
+
+        if (now >= deadline) {
+            fprintf(stderr, "chromium: no DOM after %d ms\n", CHROMIUM_MS);
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (poll(&p, 1, (int)(deadline - now)) <= 0)
+            continue;
+        n = read(pfd[0], dom + len, cap - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    dom[len] = '\0';
+    close(pfd[0]);
+    if (cr_test_wait_exit(pid, 10000, &status) < 0 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0)
+        fprintf(stderr, "chromium: exit status %d\n", status);
+    return len > 0 ? 0 : -1;
+}
+
+static int count(const char *hay, const char *needle)
+{
+    int n = 0;
+
+    for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+int main(void)
+{
+    const char *build = getenv("CR_BUILD_DIR");
+    const char *const args[] = {"--model", "lf", "--threads", "4", NULL};
+    char dir[256];
+    char root[300];
+    char profile[300];
+    char url[128];
+    char *dom;
+    struct hc_server s;
+    int rows;
+    int rc = 1;
+
+    if (hc_is_sanitized()) {
+        printf("release variant only (%s)\n", build);
+        return 77;
+    }
+    if (access(CHROMIUM, X_OK) < 0) {
+        printf("%s not installed\n", CHROMIUM);
+        return 77;
+    }
+    dom = malloc(DOM_MAX);
+    if (dom == NULL || hc_mkdtemp(dir, sizeof(dir)) < 0) {
+        free(dom);
+        return 1;
+    }
+    snprintf(root, sizeof(root), "%s/root", dir);
+    snprintf(profile, sizeof(profile), "%s/profile", dir);
+    if (mkdir(root, 0755) < 0 || mkdir(profile, 0700) < 0 ||
+        hc_write_file(root, "index.html", "i\n", 2) < 0)
+        goto out;
+    if (hc_start(&s, root, args) < 0)
+        goto out;
+    /* Some traffic first, so counters and the histogram have something. */
+    for (int i = 0; i < 20; i++)
+        (void)hc_status(s.port, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/server-status", s.port);
+    if (dump_dom(url, profile, dom, DOM_MAX) < 0) {
+        CHECK(false, "chromium gave no DOM");
+    } else {
+        rows = count(dom, "<tr><td>");
+        CHECK(strstr(dom, "<title>cabrank-httpd status</title>") != NULL, "title");
+        CHECK(strstr(dom, "id=\"workers\"") != NULL, "workers table");
+        CHECK(count(dom, "class=\"role ") >= 4, "role cells");
+        /* Chromium's own request is being processed while the other
+         * workers lead or follow. */
+        CHECK(strstr(dom, ">processing<") != NULL, "no worker shown processing");
+        CHECK(strstr(dom, ">leader<") != NULL || strstr(dom, ">follower<") != NULL,
+              "no worker shown leading or following");
+        CHECK(strstr(dom, "Model <b>lf</b>") != NULL, "model");
+        CHECK(rows >= 4, "%d rows", rows);
+        if (hc_failures != 0)
+            fprintf(stderr, "the DOM:\n%.4000s\n", dom);
+    }
+    CHECK(hc_stop(&s) == 0, "graceful stop");
+    if (hc_failures == 0) {
+        fprintf(stderr, "httpd_status_chromium: ok\n");
+        rc = 0;
+    } else {
+        fprintf(stderr, "httpd_status_chromium: %d check(s) failed\n", hc_failures);
+    }
+out:
+    hc_rmtree(dir);
+    free(dom);
+    return rc;
+}

@@ -1,0 +1,243 @@
+/*
+ * test_http_service.c - cabrank-httpd's HTTP service (apps/httpd/
+ * http_service.c) driven in-process through cr_server on 127.0.0.1:0 under
+ * the lf and reactor models, and its status counters (apps/httpd/status.c):
+ * a GET and a pipelined pair answered with the fields every response
+ * carries, the per-worker counters summed by http_service_requests and the
+ * status page, the status page at a configured path or turned off, the
+ * latency buckets, and create failing for an unusable root.
+ */
+#include <cabrank/server.h>
+
+#include "../../apps/httpd/http_service.h"
+#include "../../apps/httpd/status.h"
+#include "../support/services.h"
+#include "../support/support.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct fixture {
+    char dir[64];
+    struct http_service *h;
+    struct cr_server *s;
+    uint16_t port;
+};
+
+static void fx_start(struct fixture *f, const char *model, const char *status_path)
+{
+    struct http_service_config hc = {.workers = 4, .status_path = status_path};
+    struct cr_server_config sc = {.model = model, .threads = 2};
+    char path[128];
+    char addr[64];
+    int fd;
+
+    memset(f, 0, sizeof(*f));
+    snprintf(f->dir, sizeof(f->dir), "/tmp/cr-hsvc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(f->dir));
+    snprintf(path, sizeof(path), "%s/hello.txt", f->dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "Hello, world\n", 13), 13);
+    close(fd);
+    hc.root = f->dir;
+    ck_assert_int_eq(http_service_create(&f->h, &hc), 0);
+    sc.listen[0] = "127.0.0.1:0";
+    ck_assert_int_eq(cr_server_create(&f->s, &sc, http_service_get(f->h)), 0);
+    ck_assert_int_eq(cr_server_address(f->s, 0, addr, sizeof(addr)), 0);
+    f->port = (uint16_t)atoi(strrchr(addr, ':') + 1);
+    ck_assert_int_eq(cr_server_start(f->s), 0);
+}
+
+static void fx_finish(struct fixture *f)
+{
+    char path[128];
+
+    cr_server_stop(f->s, true);
+    ck_assert_int_eq(cr_server_wait(f->s), 0);
+    cr_server_destroy(f->s);
+    http_service_destroy(f->h);
+    snprintf(path, sizeof(path), "%s/hello.txt", f->dir);
+    unlink(path);
+    rmdir(f->dir);
+}
+
+/* Reads one response head and its Content-Length body into buf. */
+static void read_response(struct cr_test_client *cl, char *head, size_t cap, char *body,
+                          size_t *body_len)
+{
+    char line[1024];
+    size_t used = 0;
+    size_t clen = 0;
+
+    for (;;) {
+        ssize_t n = cr_test_client_line(cl, line, sizeof(line), 5000);
+
+        ck_assert_int_ge(n, 1);
+        if (strncasecmp(line, "Content-Length:", 15) == 0)
+            clen = (size_t)strtoul(line + 15, NULL, 10);
+        used += (size_t)snprintf(head + used, cap - used, "%s\n", line);
+        if (strcmp(line, "\r") == 0)
+            break;
+    }
+    ck_assert_int_eq(cr_test_client_read(cl, body, clen, 5000), 0);
+    body[clen] = '\0';
+    *body_len = clen;
+}
+
+static void serves_in_model(const char *model)
+{
+    struct fixture f;
+    struct cr_test_client cl;
+    char head[4096];
+    char body[65536];
+    size_t blen;
+
+    fx_start(&f, model, NULL);
+    ck_assert_int_eq(cr_test_client_open(&cl, f.port), 0);
+    ck_assert_int_eq(cr_test_client_send(&cl, "GET /hello.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+                                              "GET /missing HTTP/1.1\r\nHost: x\r\n\r\n"),
+                     0);
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 200 OK\r\n", 17), 0);
+    ck_assert_ptr_nonnull(strstr(head, "\nServer: cabrank\r\n"));
+    ck_assert_ptr_nonnull(strstr(head, "\nDate: "));
+    ck_assert_ptr_nonnull(strstr(head, "\nContent-Length: 13\r\n"));
+    ck_assert_str_eq(body, "Hello, world\n");
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 404 Not Found\r\n", 24), 0);
+    ck_assert_uint_eq(http_service_requests(f.h), 2);
+
+    ck_assert_int_eq(
+        cr_test_client_send(&cl, "GET /server-status?format=json HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 200 OK\r\n", 17), 0);
+    ck_assert_ptr_nonnull(strstr(head, "\nCache-Control: no-store\r\n"));
+    ck_assert_ptr_nonnull(strstr(body, "\"requests\":2,"));
+    ck_assert_ptr_nonnull(strstr(body, "\"4xx\":1"));
+    ck_assert_ptr_nonnull(strstr(body, model));
+    cr_test_client_close(&cl);
+    fx_finish(&f);
+}
+
+START_TEST(serves_files_and_counts_under_lf)
+{
+    serves_in_model("lf");
+}
+END_TEST
+
+START_TEST(serves_files_and_counts_under_reactor)
+{
+    serves_in_model("reactor");
+}
+END_TEST
+
+START_TEST(status_path_is_configurable_and_can_be_off)
+{
+    struct fixture f;
+    struct cr_test_client cl;
+    char head[4096];
+    char body[4096];
+    size_t blen;
+
+    /* Off: the path is an ordinary (missing) file. */
+    fx_start(&f, "lf", "");
+    ck_assert_int_eq(cr_test_client_open(&cl, f.port), 0);
+    ck_assert_int_eq(cr_test_client_send(&cl, "GET /server-status HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 404", 12), 0);
+    cr_test_client_close(&cl);
+    fx_finish(&f);
+
+    /* Elsewhere. */
+    fx_start(&f, "lf", "/status");
+    ck_assert_int_eq(cr_test_client_open(&cl, f.port), 0);
+    ck_assert_int_eq(cr_test_client_send(&cl, "GET /status HTTP/1.1\r\nHost: x\r\n\r\n"), 0);
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 200", 12), 0);
+    ck_assert_ptr_nonnull(strstr(body, "cabrank-httpd status"));
+    cr_test_client_close(&cl);
+    fx_finish(&f);
+}
+END_TEST
+
+START_TEST(create_fails_for_an_unusable_root)
+{
+    struct http_service_config hc = {.root = "/nonexistent/cabrank-root"};
+    struct http_service *h = (struct http_service *)&hc;
+
+    ck_assert_int_eq(http_service_create(&h, &hc), -ENOENT);
+    ck_assert_ptr_null(h);
+    hc.root = "/etc/hostname";
+    if (access(hc.root, R_OK) == 0)
+        ck_assert_int_eq(http_service_create(&h, &hc), -ENOTDIR);
+    http_service_destroy(NULL);
+}
+END_TEST
+
+START_TEST(latency_buckets_are_log2_microseconds)
+{
+    ck_assert_uint_eq(status_latency_bucket(0), 0);
+    ck_assert_uint_eq(status_latency_bucket(999), 0);
+    ck_assert_uint_eq(status_latency_bucket(1000), 1);
+    ck_assert_uint_eq(status_latency_bucket(1999), 1);
+    ck_assert_uint_eq(status_latency_bucket(2000), 2);
+    ck_assert_uint_eq(status_latency_bucket(1000000), 10); /* 1 ms: [512, 1024) us */
+    ck_assert_uint_eq(status_latency_bucket(UINT64_MAX), STATUS_LATENCY_BUCKETS - 1);
+}
+END_TEST
+
+START_TEST(status_sums_every_worker_slot)
+{
+    struct status *st;
+    struct status_totals t;
+    char *page;
+    size_t len;
+
+    ck_assert_int_eq(status_create(&st, 3), 0);
+    status_record(st, 0, 200, 10, 500);
+    status_record(st, 1, 404, 5, 1500);
+    status_record(st, 7, 304, 0, 3000000); /* wraps onto slot 1 */
+    status_sum(st, &t);
+    ck_assert_uint_eq(t.requests, 3);
+    ck_assert_uint_eq(t.body_bytes, 15);
+    ck_assert_uint_eq(t.classes[2], 1);
+    ck_assert_uint_eq(t.classes[3], 1);
+    ck_assert_uint_eq(t.classes[4], 1);
+    ck_assert_uint_eq(t.latency[0], 1);
+    ck_assert_uint_eq(t.latency[1], 1);
+    ck_assert_uint_eq(t.latency[12], 1);
+    ck_assert_int_eq(status_render(st, NULL, true, &page, &len), 0);
+    ck_assert_uint_eq(strlen(page), len);
+    ck_assert_ptr_nonnull(strstr(page, "\"requests\":3,"));
+    ck_assert_ptr_nonnull(strstr(page, "{\"lt\":1,\"count\":1}"));
+    free(page);
+    ck_assert_int_eq(status_render(st, NULL, false, &page, &len), 0);
+    ck_assert_ptr_nonnull(strstr(page, "<meta http-equiv=\"refresh\" content=\"2\">"));
+    free(page);
+    status_destroy(st);
+}
+END_TEST
+
+Suite *http_service_suite(void);
+Suite *http_service_suite(void)
+{
+    Suite *s = suite_create("http_service");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, serves_files_and_counts_under_lf);
+    tcase_add_test(tc, serves_files_and_counts_under_reactor);
+    tcase_add_test(tc, status_path_is_configurable_and_can_be_off);
+    tcase_add_test(tc, create_fails_for_an_unusable_root);
+    tcase_add_test(tc, latency_buckets_are_log2_microseconds);
+    tcase_add_test(tc, status_sums_every_worker_slot);
+    suite_add_tcase(s, tc);
+    return s;
+}
