@@ -184,7 +184,7 @@ run: all
 	exec $(BUILD)/cabrank-httpd --root www --listen $(RUN_ADDR)
 
 test: deps-test
-	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all
+	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all fuzz-build
 	@BUILD=$(BUILD) tests/run.sh
 
 format:

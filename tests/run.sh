@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - the whole test suite, run by `make test` after everything is built:
-# format check, unit tests (plain, ASan+UBSan, TSan), then every integration
-# program under each variant, each under a timeout. Ends with one line
+# format check, unit tests (plain, ASan+UBSan, TSan), every integration
+# program under each variant, each under a timeout, then each fuzz target over
+# its corpus fuzz/corpus/<target>/ (one pass per target). Ends with one line
 # `tests: N passed, N failed` over everything, and fails if anything failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -68,6 +69,46 @@ integration() { # variant dir
     done
 }
 
+# Each built fuzz target ($B/fuzz/<target>, libFuzzer + ASan + UBSan) runs every
+# file of fuzz/corpus/<target>/ once: libFuzzer runs files given as arguments
+# once and exits (a directory would start fuzzing). Batches keep the argument
+# list short; a crash, sanitizer report or timeout fails the target.
+fuzz_replay() { # dir
+    local dir=$1 bin name corpus log rc n start secs
+    echo
+    echo "== fuzz corpus replay"
+    for bin in "$dir"/fuzz/*; do
+        [ -f "$bin" ] && [ -x "$bin" ] || continue
+        name=${bin##*/}
+        corpus=fuzz/corpus/$name
+        log=$dir/fuzz/$name.replay.log
+        if [ ! -d "$corpus" ]; then
+            failed=$((failed + 1))
+            failures+=("fuzz replay $name: no $corpus/")
+            echo "FAIL $name: no $corpus/"
+            continue
+        fi
+        n=$(find "$corpus" -maxdepth 1 -type f | wc -l)
+        start=${EPOCHREALTIME/./}
+        find "$corpus" -maxdepth 1 -type f -print0 | sort -z |
+            xargs -0 -n 500 timeout -k 5 120 "$bin" -artifact_prefix="$dir/fuzz/$name-" >"$log" 2>&1
+        rc=$?
+        secs=$(((${EPOCHREALTIME/./} - start) / 100000))
+        secs="$((secs / 10)).$((secs % 10))"
+        if [ "$rc" -eq 0 ]; then
+            passed=$((passed + 1))
+            echo "PASS $name ($n inputs, ${secs}s)"
+        else
+            failed=$((failed + 1))
+            failures+=("fuzz replay $name")
+            # The input it failed on (the last one started), then the report.
+            echo "FAIL $name (exit $rc, ${secs}s): $(grep '^Running: ' "$log" | tail -n 1)"
+            sed -n '/^Running: /h; /^Running: /!H; ${x; p}' "$log" | grep -v '^Running: ' |
+                grep -v '^Executed ' | head -n 40 | sed 's/^/    /'
+        fi
+    done
+}
+
 echo "== format check"
 if make -s --no-print-directory BUILD="$B" format-check; then
     passed=$((passed + 1))
@@ -82,6 +123,7 @@ unit tsan "$B/tsan" CK_TIMEOUT_MULTIPLIER=10
 integration release "$B"
 integration asan "$B/asan"
 integration tsan "$B/tsan"
+fuzz_replay "$B"
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done
