@@ -5,11 +5,15 @@
  * flags in both forms (--flag value, --flag=value): two listeners (IPv4 and,
  * where the host has it, IPv6) each printed and served, the pid file written
  * after binding and removed at exit, the error log receiving the records, a
- * configured status path. Exit 0 pass, 1 fail, 77 skip.
+ * configured status path; and the status page refused (403) to a client
+ * that is not on the loopback network unless --status-allow-remote, tried
+ * where the host has a non-loopback IPv4 address. Exit 0 pass, 1 fail, 77
+ * skip.
  */
 #include "httpd_client.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <poll.h>
 
@@ -345,6 +349,82 @@ static void test_server_flags(const char *dir, const char *root)
     }
 }
 
+/* A non-loopback IPv4 address of this host into *out; false if none. */
+static bool other_ipv4(struct in_addr *out)
+{
+    struct ifaddrs *ifs;
+    bool found = false;
+
+    if (getifaddrs(&ifs) < 0)
+        return false;
+    for (struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET)
+            continue;
+        *out = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+        found = (ntohl(out->s_addr) >> 24) != 127;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* The status of req sent from and to addr:port, or -errno. */
+static int status_via(struct in_addr addr, uint16_t port, const char *req)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = addr};
+    struct cr_test_client cl = {.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+    struct hc_resp r;
+    int err;
+
+    if (cl.fd < 0 || connect(cl.fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        err = -errno;
+        cr_test_client_close(&cl);
+        return err;
+    }
+    err = hc_request(&cl, req, &r, hc_tmo(5000));
+    hc_resp_free(&r);
+    cr_test_client_close(&cl);
+    return err < 0 ? err : r.status;
+}
+
+static void test_remote_status(const char *root)
+{
+    const char *const local[] = {"--listen", "*:0", "--root", root, "--threads", "2", NULL};
+    const char *const remote[] = {
+        "--listen", "*:0", "--root", root, "--threads", "2", "--status-allow-remote", NULL};
+    const char *const *variants[] = {local, remote};
+    struct in_addr addr;
+    char text[INET_ADDRSTRLEN];
+
+    if (!other_ipv4(&addr)) {
+        fprintf(stderr, "no non-loopback IPv4 address here: remote status not tried\n");
+        return;
+    }
+    inet_ntop(AF_INET, &addr, text, sizeof(text));
+    for (int v = 0; v < 2; v++) {
+        char lines[1][128];
+        uint16_t port = 0;
+        pid_t pid;
+        int status = -1;
+        int got;
+
+        if (spawn(variants[v], &pid, &port, 1, lines) < 0) {
+            CHECK(false, "server on *:0 did not start");
+            return;
+        }
+        got = status_via(addr, port, "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n");
+        CHECK(got == (v == 0 ? 403 : 200), "status page from %s%s: %d", text,
+              v == 0 ? "" : " with --status-allow-remote", got);
+        CHECK(status_via(addr, port, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n") == 200,
+              "a file from %s", text);
+        CHECK(hc_status(port, "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n") == 200,
+              "status page from loopback");
+        kill(pid, SIGTERM);
+        CHECK(cr_test_wait_exit(pid, hc_tmo(20000), &status) == 0 && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0,
+              "exit status %d", status);
+    }
+}
+
 int main(void)
 {
     char dir[256];
@@ -362,6 +442,7 @@ int main(void)
     test_help_and_version();
     test_usage_errors(root);
     test_server_flags(dir, root);
+    test_remote_status(root);
     if (hc_failures == 0) {
         fprintf(stderr, "httpd_cli: ok\n");
         rc = 0;
