@@ -22,9 +22,11 @@
  *
  * Memory: a response head (and an error's small body) is formatted in place
  * with cr_conn_reserve/commit; a file body is a cr_conn_write_file segment
- * holding a reference to its file-cache entry. Nothing is allocated per
- * request except for the status page and for list fields sent on several
- * lines (combined into one value, RFC 9110 5.3).
+ * (sendfile) holding a reference to its file-cache entry, except that a body
+ * of at most INLINE_BODY_MAX bytes is read (pread) into the head's buffer,
+ * so head and body leave in one send and one packet. Nothing is allocated
+ * per request except for the status page and for list fields sent on
+ * several lines (combined into one value, RFC 9110 5.3).
  */
 #include "http_service.h"
 
@@ -741,7 +743,7 @@ static void finish(struct http_service *h, struct cr_conn *c, const struct reply
     }
 }
 
-/* Answers one parsed request (head_len bytes) and sets up reading its body. */
+/* Answers one parsed request and sets up discarding its body, if any. */
 static int serve(struct http_service *h, struct http_conn *hc, struct cr_conn *c,
                  const struct http_request *req, uint64_t start_ns)
 {
