@@ -232,20 +232,11 @@ static void put_u64(struct out *o, uint64_t v)
 /* Writes a decoded path percent-encoded: what is not a pchar or '/'. */
 static void put_path_encoded(struct out *o, const char *s, size_t n)
 {
-    static const char hex[] = "0123456789ABCDEF";
+    /* write_head reserved 3 bytes per path byte, plus the NUL it writes. */
+    ssize_t len = http_path_encode(s, n, o->p, (size_t)(o->end - o->p));
 
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-
-        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-            strchr("-._~!$&'()*+,;=:@/", ch) != NULL) {
-            put(o, (const char *)&ch, 1);
-        } else {
-            char esc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-
-            put(o, esc, 3);
-        }
-    }
+    if (len > 0)
+        o->p += len;
 }
 
 /*
