@@ -355,18 +355,23 @@ static int flush(struct cr_conn *c)
             struct iovec iov[MAX_IOV];
             struct msghdr msg = {.msg_iov = iov};
             unsigned cnt = 0;
+            int flags = MSG_NOSIGNAL;
 
             for (unsigned i = 0; i < c->seg_count && cnt < MAX_IOV; i++) {
                 const struct seg *m = seg_at(c, i);
 
-                if (m->kind == SEG_FILE)
+                if (m->kind == SEG_FILE) {
+                    /* A head before a file body: let the kernel put them in
+                     * one segment instead of sending the head alone. */
+                    flags |= MSG_MORE;
                     break;
+                }
                 iov[cnt].iov_base = (void *)seg_data(m);
                 iov[cnt].iov_len = m->len;
                 cnt++;
             }
             msg.msg_iovlen = cnt;
-            n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+            n = sendmsg(c->fd, &msg, flags);
         }
         if (n < 0) {
             int err = -errno;
