@@ -78,7 +78,7 @@ FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] te
 # pkg-config module:Debian package, and command:Debian package.
 PKG_DEPS := check:check liburing:liburing-dev
 CMD_DEPS := pkg-config:pkg-config clang-format:clang-format
-TEST_CMD_DEPS := curl:curl
+TEST_CMD_DEPS := curl:curl chromium:chromium
 
 .PHONY: deps deps-test
 deps:
