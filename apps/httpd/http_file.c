@@ -175,10 +175,17 @@ static int64_t parse_time(const char *s)
 
 static int make_time(int64_t y, int m, int d, int64_t tod, int64_t *t)
 {
+    int64_t r;
+
     if (y < 1 || y > 9999 || m < 1 || d < 1 || (unsigned)d > days_in_month(y, (unsigned)m) ||
         tod < 0)
         return -EBADMSG;
-    *t = days_from_civil(y, (unsigned)m, (unsigned)d) * 86400 + tod;
+    r = days_from_civil(y, (unsigned)m, (unsigned)d) * 86400 + tod;
+    /* A leap second (tod 86400) on 9999-12-31 lands in year 10000, which
+     * http_date_format() cannot write: every parsed date must format back. */
+    if (r >= DATE_END)
+        return -EBADMSG;
+    *t = r;
     return 0;
 }
 
@@ -293,6 +300,7 @@ bool http_etag_match(const char *list, size_t len, const char *etag, size_t etag
     const char *want = NULL;
     size_t want_len = 0;
     bool want_weak = false;
+    bool matched = false;
     size_t i = 0;
 
     list = trim(list, &len);
@@ -311,12 +319,14 @@ bool http_etag_match(const char *list, size_t len, const char *etag, size_t etag
         while (i < len && (is_ows(list[i]) || list[i] == ','))
             i++;
         if (i == len)
-            return false;
+            return matched;
         n = scan_etag(list + i, len - i, &op, &op_len, &w);
         if (n == 0)
             return false;
+        /* Not returned yet: a malformed element further on still makes the list match
+         * nothing. */
         if ((weak || !w) && op_len == want_len && memcmp(op, want, op_len) == 0)
-            return true;
+            matched = true;
         i += n;
         while (i < len && is_ows(list[i]))
             i++;
@@ -374,20 +384,56 @@ bool http_if_range_matches(const char *val, size_t len, const struct http_valida
 
 /* ---------------------------------------------------------------- ranges */
 
-/* Reads 1*DIGIT at s[*i..len), saturating at UINT64_MAX; false when there is no digit. */
-static bool scan_uint(const char *s, size_t len, size_t *i, uint64_t *v)
+/* A decimal as scan_uint() read it. */
+struct decimal {
+    /* Its value, or UINT64_MAX when saturated. */
+    uint64_t v;
+    /* Whether the value is above UINT64_MAX. */
+    bool saturated;
+    /* Its significant digits (no leading zeros, at least one digit), borrowed from the input. */
+    const char *digits;
+    size_t n;
+};
+
+/* Reads 1*DIGIT at s[*i..len) into *d; false when there is no digit. */
+static bool scan_uint(const char *s, size_t len, size_t *i, struct decimal *d)
 {
     size_t start = *i;
-    uint64_t n = 0;
 
+    d->v = 0;
+    d->saturated = false;
     while (*i < len && s[*i] >= '0' && s[*i] <= '9') {
-        unsigned d = (unsigned)(s[*i] - '0');
+        unsigned c = (unsigned)(s[*i] - '0');
 
-        n = n > (UINT64_MAX - d) / 10 ? UINT64_MAX : n * 10 + d;
+        if (d->saturated || d->v > (UINT64_MAX - c) / 10) {
+            d->v = UINT64_MAX;
+            d->saturated = true;
+        } else {
+            d->v = d->v * 10 + c;
+        }
         (*i)++;
     }
-    *v = n;
-    return *i > start;
+    while (start + 1 < *i && s[start] == '0')
+        start++;
+    d->digits = s + start;
+    d->n = *i - start;
+    return d->n > 0;
+}
+
+/*
+ * Whether a < b as numbers of any size (RFC 9110 14.1.1 puts no bound on them): two saturated
+ * values are equal as uint64_t, so "99999999999999999999-99999999999999999998" would pass as
+ * a valid spec; their digit strings decide instead.
+ */
+static bool decimal_less(const struct decimal *a, const struct decimal *b)
+{
+    if (!a->saturated && !b->saturated)
+        return a->v < b->v;
+    if (a->saturated != b->saturated)
+        return b->saturated;
+    if (a->n != b->n)
+        return a->n < b->n;
+    return memcmp(a->digits, b->digits, a->n) < 0;
 }
 
 int http_range_parse(const char *v, size_t len, uint64_t size, struct http_ranges *out)
@@ -402,7 +448,8 @@ int http_range_parse(const char *v, size_t len, uint64_t size, struct http_range
     for (;;) {
         uint64_t first;
         uint64_t last;
-        bool has_last;
+        struct decimal a;
+        struct decimal b;
 
         /* Empty list elements are allowed (RFC 9110 5.6.1.2). */
         while (i < len && (is_ows(v[i]) || v[i] == ','))
@@ -412,29 +459,31 @@ int http_range_parse(const char *v, size_t len, uint64_t size, struct http_range
         if (++specs > HTTP_RANGE_MAX)
             return -E2BIG;
         if (v[i] == '-') {
-            uint64_t suffix;
-
             i++;
-            if (!scan_uint(v, len, &i, &suffix))
+            if (!scan_uint(v, len, &i, &b))
                 return -EBADMSG;
-            if (suffix == 0 || size == 0) {
+            if (b.v == 0 || size == 0) {
                 first = 1;
                 last = 0; /* unsatisfiable */
             } else {
-                first = suffix >= size ? 0 : size - suffix;
+                first = b.v >= size ? 0 : size - b.v;
                 last = size - 1;
             }
         } else {
-            if (!scan_uint(v, len, &i, &first) || i == len || v[i] != '-')
+            if (!scan_uint(v, len, &i, &a) || i == len || v[i] != '-')
                 return -EBADMSG;
             i++;
-            has_last = scan_uint(v, len, &i, &last);
-            if (has_last && last < first)
-                return -EBADMSG;
+            first = a.v;
+            last = UINT64_MAX;
+            if (scan_uint(v, len, &i, &b)) {
+                if (decimal_less(&b, &a))
+                    return -EBADMSG;
+                last = b.v;
+            }
             if (first >= size) {
                 first = 1;
                 last = 0;
-            } else if (!has_last || last >= size) {
+            } else if (last >= size) {
                 last = size - 1;
             }
         }
@@ -576,9 +625,15 @@ uint64_t http_multipart_length(const struct http_ranges *rs, uint64_t size, size
         const struct http_range *r = &rs->r[i];
         /* "bytes a-b/size" */
         uint64_t cr = 6 + decimal_len(r->first) + 1 + decimal_len(r->last) + 1 + decimal_len(size);
+        uint64_t hdr;
 
-        total += 4 + HTTP_BOUNDARY_LEN + 2 + 14 + ctype_len + 2 + 15 + cr + 4;
-        total += r->last - r->first + 1;
+        /* Only a size near UINT64_MAX (no off_t is) or an absurd ctype_len overflows; saturate
+         * rather than wrap to a small, wrong Content-Length. */
+        if (__builtin_add_overflow((uint64_t)ctype_len, 4 + HTTP_BOUNDARY_LEN + 2 + 14 + 2 + 15 + 4,
+                                   &hdr) ||
+            __builtin_add_overflow(hdr, cr, &hdr) || __builtin_add_overflow(total, hdr, &total) ||
+            __builtin_add_overflow(total, r->last - r->first + 1, &total))
+            return UINT64_MAX;
     }
     return total;
 }
@@ -604,8 +659,15 @@ void http_file_plan(struct http_file_plan *p, const struct http_file_request *rq
         if (p->ranges.n == 1) {
             p->content_length = p->ranges.r[0].last - p->ranges.r[0].first + 1;
         } else {
-            http_multipart_boundary(p->boundary, boundary_seed);
             p->content_length = http_multipart_length(&p->ranges, v->size, ctype_len);
+            if (p->content_length == UINT64_MAX) {
+                /* Too long to say in a Content-Length: ignore the Range (RFC 9110 14.2). */
+                p->status = 200;
+                p->content_length = v->size;
+                p->ranges.n = 0;
+                break;
+            }
+            http_multipart_boundary(p->boundary, boundary_seed);
         }
         break;
     case -ERANGE:

@@ -73,7 +73,8 @@ size_t http_date_format(char *out, int64_t t);
  * RFC 850 ("Sunday, 06-Nov-94 08:49:37 GMT"; a two-digit year more than 50 years in the future
  * is taken as in the past) and asctime ("Sun Nov  6 08:49:37 1994") formats recipients must
  * accept (RFC 9110 5.6.7). The weekday name must be a valid name but is not cross-checked.
- * Returns 0 with *t set, or -EBADMSG. Thread-safe.
+ * The result is within the range of http_date_format(): a leap second on 9999-12-31 is
+ * refused. Returns 0 with *t set, or -EBADMSG. Thread-safe.
  */
 CR_MUST_CHECK int http_date_parse(const char *s, size_t len, int64_t *t);
 
@@ -158,9 +159,9 @@ struct http_ranges {
  * end past the file is clamped, a suffix longer than the file means the whole file; a spec is
  * unsatisfiable when its first byte is at or past size or it is "-0". The satisfiable ranges
  * are sorted and overlapping or adjacent ones coalesced into out. Returns 0 (out->n >= 1:
- * answer 206); -ERANGE (valid, none satisfiable: answer 416); -EBADMSG (syntax, "b < a", or a
- * unit other than bytes) or -E2BIG (more than HTTP_RANGE_MAX specs): ignore the field and
- * answer 200. Allocation-free. Thread-safe.
+ * answer 206); -ERANGE (valid, none satisfiable: answer 416); -EBADMSG (syntax, "b < a" with a
+ * and b compared at any length, or a unit other than bytes) or -E2BIG (more than HTTP_RANGE_MAX
+ * specs): ignore the field and answer 200. Allocation-free. Thread-safe.
  */
 CR_MUST_CHECK int http_range_parse(const char *v, size_t len, uint64_t size,
                                    struct http_ranges *out);
@@ -198,7 +199,8 @@ size_t http_multipart_trailer(char *out, size_t cap, const char *boundary);
 #define HTTP_MULTIPART_TRAILER_LEN (4 + HTTP_BOUNDARY_LEN + 4)
 
 /* The exact multipart/byteranges body length for rs: every part header, every range and the
- * trailer; what Content-Length must say. Thread-safe. */
+ * trailer; what Content-Length must say. UINT64_MAX when that does not fit in 64 bits (a size
+ * near UINT64_MAX, which no off_t is, or an absurd ctype_len). Thread-safe. */
 uint64_t http_multipart_length(const struct http_ranges *rs, uint64_t size, size_t ctype_len);
 
 /* ---------------------------------------------------------------- the whole decision */
@@ -218,7 +220,8 @@ struct http_file_plan {
 /*
  * Decides the response for the representation v of media type ctype (its length, for the
  * multipart layout): http_file_preconditions(), then for a GET with a Range field that
- * If-Range (if present) allows, http_range_parse(). boundary_seed feeds
+ * If-Range (if present) allows, http_range_parse(). A multipart body whose length
+ * http_multipart_length() cannot give ignores the Range (200). boundary_seed feeds
  * http_multipart_boundary(). Thread-safe.
  */
 void http_file_plan(struct http_file_plan *p, const struct http_file_request *rq,

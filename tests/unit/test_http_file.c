@@ -2,8 +2,8 @@
  * test_http_file.c - the HTTP semantics of a file response (apps/httpd/http_file.c): ETag and
  * IMF-fixdate formatting, HTTP-date parsing in its three formats, entity-tag comparison, the
  * RFC 9110 13.2.2 precondition order, If-Range, Range parsing (single, suffix, open, multiple,
- * unsatisfiable, invalid, too many, coalescing), the multipart/byteranges length against a
- * body actually laid out, Accept-Encoding, and the whole plan.
+ * unsatisfiable, invalid, too many, coalescing, numbers past 64 bits), the multipart/byteranges
+ * length against a body actually laid out (and saturating), Accept-Encoding, and the whole plan.
  */
 #include "../../apps/httpd/http_file.h"
 
@@ -120,6 +120,23 @@ START_TEST(rfc850_two_digit_years_are_not_far_in_the_future)
     ck_assert_int_eq(http_date_parse("Friday, 31-Dec-99 23:59:59 GMT", 30, &t), 0);
     http_date_format(buf, t);
     ck_assert_str_eq(buf, "Fri, 31 Dec 1999 23:59:59 GMT");
+}
+END_TEST
+
+START_TEST(leap_second_at_the_end_of_9999_is_refused)
+{
+    char buf[HTTP_DATE_LEN + 1];
+    int64_t t;
+
+    /* It would be 10000-01-01T00:00:00Z, which http_date_format() cannot write. */
+    ck_assert_int_eq(http_date_parse("Fri, 31 Dec 9999 23:59:60 GMT", HTTP_DATE_LEN, &t), -EBADMSG);
+    ck_assert_int_eq(http_date_parse("Fri Dec 31 23:59:60 9999", 24, &t), -EBADMSG);
+    /* The last second that formats, and a leap second one day earlier (the next midnight). */
+    ck_assert_int_eq(http_date_parse("Fri, 31 Dec 9999 23:59:59 GMT", HTTP_DATE_LEN, &t), 0);
+    ck_assert_int_eq(t, INT64_C(253402300799));
+    ck_assert_int_eq(http_date_parse("Thu, 30 Dec 9999 23:59:60 GMT", HTTP_DATE_LEN, &t), 0);
+    ck_assert_uint_eq(http_date_format(buf, t), HTTP_DATE_LEN);
+    ck_assert_str_eq(buf, "Fri, 31 Dec 9999 00:00:00 GMT");
 }
 END_TEST
 
@@ -251,6 +268,29 @@ START_TEST(preconditions_follow_rfc9110_order)
 }
 END_TEST
 
+START_TEST(etag_list_with_a_malformed_tail_matches_nothing)
+{
+    static const char *const lists[] = {
+        "\"abc\", garbage", "\"abc\",\"x", "\"abc\" \"x\"", "\"abc\", *", "W/\"abc\", W/",
+    };
+    struct http_validators v = validators();
+    struct http_file_request rq = {.method = HTTP_FILE_GET};
+
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+        ck_assert_msg(!http_etag_match(lists[i], strlen(lists[i]), "\"abc\"", 5, true),
+                      "%s matched", lists[i]);
+        ck_assert_msg(!http_etag_match(lists[i], strlen(lists[i]), "\"abc\"", 5, false),
+                      "%s matched", lists[i]);
+    }
+    /* If-Match: <the file's ETag>, garbage fails (412); If-None-Match is not a 304. */
+    FIELD(rq, if_match, E_OK ", garbage");
+    ck_assert_int_eq(http_file_preconditions(&rq, &v), 412);
+    rq.if_match = NULL;
+    FIELD(rq, if_none_match, E_OK ", garbage");
+    ck_assert_int_eq(http_file_preconditions(&rq, &v), 200);
+}
+END_TEST
+
 START_TEST(if_range_needs_a_strong_etag_or_the_exact_date)
 {
     struct http_validators v = validators();
@@ -360,6 +400,47 @@ START_TEST(sixteen_ranges_are_accepted)
 }
 END_TEST
 
+START_TEST(range_last_below_first_is_compared_past_uint64)
+{
+    static const struct {
+        const char *v;
+        int err;
+    } cases[] = {
+        /* Both saturate at UINT64_MAX; the digits still say last < first. */
+        {"bytes=99999999999999999999-99999999999999999998", -EBADMSG},
+        {"bytes=100000000000000000000-99999999999999999999", -EBADMSG},
+        /* First above UINT64_MAX, last exactly UINT64_MAX. */
+        {"bytes=18446744073709551616-18446744073709551615", -EBADMSG},
+        /* Valid, and past any file: unsatisfiable. */
+        {"bytes=99999999999999999998-99999999999999999999", -ERANGE},
+        {"bytes=99999999999999999999-99999999999999999999", -ERANGE},
+        {"bytes=18446744073709551615-18446744073709551616", -ERANGE},
+        {"bytes=0099999999999999999999-99999999999999999999", -ERANGE},
+        {"bytes=99999999999999999999-000999999999999999999999", -ERANGE},
+        /* Last saturated, first not: last >= first. */
+        {"bytes=5-99999999999999999999", 0},
+    };
+    struct http_validators v = validators();
+    struct http_file_request rq = {.method = HTTP_FILE_GET};
+    struct http_file_plan p;
+    struct http_ranges rs;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int rc = http_range_parse(cases[i].v, strlen(cases[i].v), 100, &rs);
+
+        ck_assert_msg(rc == cases[i].err, "\"%s\": got %d, want %d", cases[i].v, rc, cases[i].err);
+    }
+    ck_assert_uint_eq(rs.n, 1);
+    ck_assert_uint_eq(rs.r[0].first, 5);
+    ck_assert_uint_eq(rs.r[0].last, 99);
+    /* An invalid Range is ignored: the whole file, not 416. */
+    FIELD(rq, range, "bytes=99999999999999999999-99999999999999999998");
+    http_file_plan(&p, &rq, &v, 10, 1);
+    ck_assert_int_eq(p.status, 200);
+    ck_assert_uint_eq(p.content_length, 100);
+}
+END_TEST
+
 START_TEST(formats_content_range)
 {
     char buf[HTTP_CONTENT_RANGE_MAX];
@@ -421,6 +502,31 @@ START_TEST(multipart_length_is_exact)
         n = lay_out(out, sizeof(out), &rs, body, sizeof(body), boundary, ctype);
         ck_assert_uint_eq(http_multipart_length(&rs, sizeof(body), strlen(ctype)), n);
     }
+}
+END_TEST
+
+START_TEST(multipart_length_saturates_instead_of_wrapping)
+{
+    struct http_ranges rs = {.n = 2, .r = {{0, 0}, {2, UINT64_MAX - 1}}};
+    struct http_validators v = validators();
+    struct http_file_request rq = {.method = HTTP_FILE_GET};
+    struct http_file_plan p;
+
+    ck_assert_uint_eq(http_multipart_length(&rs, UINT64_MAX, 10), UINT64_MAX);
+    ck_assert_uint_eq(http_multipart_length(&rs, UINT64_MAX, SIZE_MAX), UINT64_MAX);
+    rs.r[1].last = 2;
+    ck_assert_uint_eq(http_multipart_length(&rs, 3, SIZE_MAX), UINT64_MAX);
+    /* The largest off_t still gets its exact length. */
+    rs.r[1].last = INT64_MAX - 1;
+    ck_assert_uint_lt(http_multipart_length(&rs, INT64_MAX, 10), UINT64_MAX);
+    /* A plan that cannot state its multipart length ignores the Range. */
+    v.size = UINT64_MAX;
+    FIELD(rq, range, "bytes=0-0,2-");
+    http_file_plan(&p, &rq, &v, 10, 1);
+    ck_assert_int_eq(p.status, 200);
+    ck_assert_uint_eq(p.content_length, UINT64_MAX);
+    ck_assert_uint_eq(p.ranges.n, 0);
+    ck_assert_str_eq(p.boundary, "");
 }
 END_TEST
 
@@ -582,15 +688,19 @@ Suite *http_file_suite(void)
     tcase_add_test(tc, formats_imf_fixdate);
     tcase_add_test(tc, parses_the_three_http_date_formats);
     tcase_add_test(tc, rfc850_two_digit_years_are_not_far_in_the_future);
+    tcase_add_test(tc, leap_second_at_the_end_of_9999_is_refused);
     tcase_add_test(tc, format_and_parse_round_trip);
     tcase_add_test(tc, entity_tags_compare_weakly_or_strongly);
     tcase_add_loop_test(tc, preconditions_follow_rfc9110_order, 0,
                         (int)(sizeof(cond_cases) / sizeof(cond_cases[0])));
+    tcase_add_test(tc, etag_list_with_a_malformed_tail_matches_nothing);
     tcase_add_test(tc, if_range_needs_a_strong_etag_or_the_exact_date);
     tcase_add_loop_test(tc, parses_ranges, 0, (int)(sizeof(range_cases) / sizeof(range_cases[0])));
     tcase_add_test(tc, sixteen_ranges_are_accepted);
+    tcase_add_test(tc, range_last_below_first_is_compared_past_uint64);
     tcase_add_test(tc, formats_content_range);
     tcase_add_test(tc, multipart_length_is_exact);
+    tcase_add_test(tc, multipart_length_saturates_instead_of_wrapping);
     tcase_add_test(tc, multipart_part_header_and_trailer_text);
     tcase_add_test(tc, boundaries_differ_by_seed);
     tcase_add_test(tc, accept_encoding_decides_gzip);
