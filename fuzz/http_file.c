@@ -215,6 +215,9 @@ static int model_date(const char *s, size_t len, int64_t *t)
     }
     if (m < 1 || tod < 0 || y < 1 || y > 9999 || d < 1 || d > month_days(y, m))
         return -EBADMSG;
+    /* 9999-12-31 23:59:60 would be year 10000, which no Last-Modified can say. */
+    if (epoch_days(y, m, d) * 86400 + tod >= MODEL_DATE_END)
+        return -EBADMSG;
     *t = epoch_days(y, m, d) * 86400 + tod;
     return 0;
 }
