@@ -1,51 +1,49 @@
 /*
  * model_hshr.c - the Half-Sync/Half-Reactive model (POSA2; the Job Queue of
  * Gröne & Tabeling), the baseline the Leader/Followers paper argues against:
- * one listener thread waits for readiness on every handle and queues each
- * ready event on a bounded synchronized job queue; a pool of `threads` worker
- * threads takes the jobs and handles them. cr_server (src/server.c) drives it
- * through cr__model_hshr_ops. Owns the reactor, the queue, the listener and
- * the worker threads; the connections, their deadline timers, the connection
+ * one listener thread waits for readiness on every handle, accepts and runs
+ * the timers itself, and queues each ready connection on a bounded
+ * synchronized job queue; a pool of `threads` worker threads takes the jobs
+ * and serves them. cr_server (src/server.c) drives it through
+ * cr__model_hshr_ops. Owns the reactor, the queue, the listener and the
+ * worker threads; the connections, their deadline timers, the connection
  * limit and graceful stop are model_reactive.c's (shared with the reactor
  * and lf models, so only the hand-off differs when the models are compared).
  *
- * The listener takes one event at a time with cr_reactor_next() (which
- * disarms the one-shot handle, so no second event of that connection can be
- * taken before a worker re-arms it) and pushes it; a worker pops it and runs
- * cr_reactor_dispatch() - model_reactive's handler: cr__conn_handle, then
- * re-arm with cr_reactor_modify (the reactor takes registrations from any
- * thread) or close. The split next/dispatch of the reactor is made for
- * Leader/Followers; here the queue sits between the two halves.
+ * The listener is the reactive half: it waits in the reactor and dispatches
+ * every event itself. Accepting (the acceptors' batches), the connections'
+ * deadline timers and the graceful stop's grace timer run on it, as the
+ * pattern has it; only a ready connection goes to the synchronous half.
+ * model_reactive's connection handler, given the defer hook, does not serve
+ * the connection but calls defer_conn(), which queues the job {connection,
+ * ready bits}; a worker pops it and runs cr__reactive_handle() - what the
+ * handler would have run: cr__conn_handle, then re-arm with
+ * cr_reactor_modify (the reactor takes registrations from any thread) or
+ * close. The handle is one-shot and disarmed when the listener took the
+ * event, so no second event of that connection is queued before a worker
+ * re-arms it.
  *
- * A job is that taken event: which handler, its argument (the connection),
- * the fd and the ready bits - seven words copied into the ring. Nothing is
- * allocated and no request byte is copied per job: the worker reads the
- * socket itself, through the driver, into its own thread-local buffer. That
- * is what a well-built HS/HR does; the paper's Example instead has the I/O
- * thread read each request into a heap-allocated message and queue that, a
- * cost the L/F paper rightly charges to it and which we do not impose here.
- * What remains of HS/HR's cost - a lock, a condition signal and a context
- * switch per event, and the request handled on a different core from the one
- * that saw it ready - is the inherent difference the benchmarks measure.
- *
- * Every event goes through the queue, including the listening sockets' (so
- * workers accept, in batches, as any dispatching thread does under the lf
- * model) and the timers'. model_reactive installs its own handlers for
- * listeners, connections and timers, and a taken event is opaque, so the
- * listener cannot tell which it holds; keeping accepts on the listener
- * thread needs a "defer" hook in model_reactive (see the report of this
- * change).
+ * A job is two words copied into the ring. Nothing is allocated and no
+ * request byte is copied per job: the worker reads the socket itself,
+ * through the driver, into its own thread-local buffer. That is what a
+ * well-built HS/HR does; the paper's Example instead has the I/O thread read
+ * each request into a heap-allocated message and queue that, a cost the L/F
+ * paper rightly charges to it and which we do not impose here. What remains
+ * of HS/HR's cost - a lock, a condition signal and a context switch per
+ * ready connection, and the request handled on a different core from the
+ * one that saw it ready - is the inherent difference the benchmarks measure.
  *
  * Backpressure: when the queue is full the listener blocks in
- * cr__job_queue_push() and takes no further events. Each connection has at
+ * cr__job_queue_push() (inside defer_conn) and takes no further events:
+ * it neither accepts nor runs timers meanwhile. Each connection has at
  * most one event outstanding (one-shot), so a full queue means the workers
  * are saturated, and waiting is right: the kernel keeps buffering what
  * arrives (receive buffers fill, TCP windows close, new connections wait in
  * the listen backlog), nothing is dropped, our memory stays bounded, and
  * events keep their order. An overflow list would only move that queueing
  * from the kernel into our memory. The block cannot outlast a stop: an
- * immediate stop closes the queue, which fails the push (the event is then
- * dropped: model_reactive's destroy closes connections whose taken events
+ * immediate stop closes the queue, which fails the push (the job is then
+ * dropped: model_reactive's destroy closes connections whose deferred events
  * never ran); a graceful stop leaves the queue open, and the workers, which
  * never wait for the listener, keep draining it.
  *
@@ -56,7 +54,8 @@
  * queued (graceful) or drop it (immediate), and exit. destroy closes what is
  * left.
  *
- * Roles: the listener is LISTENER (also while blocked on a full queue);
+ * Roles: the listener is LISTENER (also while it accepts, runs timers or
+ * blocks on a full queue; its events count every event it dispatched);
  * a worker is IDLE while it waits for a job and PROCESSING while it handles
  * one. Stats list the workers first (index = the cr_conn_worker() index)
  * and the listener last; queue_depth is the jobs queued now.
@@ -76,6 +75,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A ready connection, deferred by model_reactive's handler (defer_conn). */
+struct hshr_job {
+    struct cr__reactive_conn *rc;
+    unsigned events; /* CR_EV_* */
+};
+
 /* One thread's role and counters. Written by its thread with relaxed atomic
  * stores, read by stats() with relaxed loads: statistics, order nothing. */
 struct hshr_thread {
@@ -93,7 +98,7 @@ struct cr_model {
     const struct cr_model_env *env;
     struct cr_reactor *r;
     struct cr__reactive *rs;
-    struct cr_job_queue *jobs; /* of struct cr_reactor_event */
+    struct cr_job_queue *jobs; /* of struct hshr_job */
     unsigned nworkers;
     struct hshr_thread *threads; /* nworkers workers, then the listener */
 
@@ -152,17 +157,17 @@ static void *worker_main(void *arg)
 {
     struct hshr_thread *t = arg;
     struct cr_model *m = t->m;
-    struct cr_reactor_event ev;
+    struct hshr_job job;
 
     tl_worker = t->idx;
     set_role(t, CR_ROLE_IDLE);
     /* Fails only once the queue is closed and drained. */
-    while (cr__job_queue_pop(m->jobs, &ev) == 0) {
+    while (cr__job_queue_pop(m->jobs, &job) == 0) {
         if (is_immediate(m))
             continue; /* cr__reactive_destroy closes its connection */
         set_role(t, CR_ROLE_PROCESSING);
         count_event(t);
-        cr_reactor_dispatch(m->r, &ev);
+        cr__reactive_handle(job.rc, job.events);
         set_role(t, CR_ROLE_IDLE);
     }
     set_role(t, CR_ROLE_STOPPED);
@@ -175,7 +180,8 @@ static void *listener_main(void *arg)
     struct cr_model *m = t->m;
 
     set_role(t, CR_ROLE_LISTENER);
-    while (!cr_reactor_is_stopped(m->r)) {
+    /* An immediate stop also stops the reactor, but may not have yet. */
+    while (!cr_reactor_is_stopped(m->r) && !is_immediate(m)) {
         struct cr_reactor_event ev;
         int n = cr_reactor_next(m->r, -1, &ev);
 
@@ -189,9 +195,8 @@ static void *listener_main(void *arg)
         if (n == 0)
             continue; /* a wake-up: stop, or a registration */
         count_event(t);
-        /* Blocks while the queue is full: the backpressure (file comment). */
-        if (cr__job_queue_push(m->jobs, &ev) < 0)
-            break; /* closed by an immediate stop; the event is dropped */
+        /* Accepts and timers run here; a connection goes to defer_conn. */
+        cr_reactor_dispatch(m->r, &ev);
     }
     set_role(t, CR_ROLE_STOPPED);
     /* Workers handle (or, immediate, drop) what is queued, then leave. */
@@ -205,6 +210,20 @@ static unsigned current_worker(void *arg)
 {
     CR_UNUSED(arg);
     return tl_worker;
+}
+
+/* model_reactive's connection handler, on the listener: queue the ready
+ * connection for a worker. */
+static void defer_conn(struct cr__reactive_conn *rc, unsigned events, void *arg)
+{
+    struct cr_model *m = arg;
+    struct hshr_job job = {.rc = rc, .events = events};
+
+    /* Blocks while the queue is full: the backpressure (file comment). Fails
+     * only once an immediate stop closed the queue: the job is dropped and
+     * cr__reactive_destroy closes rc. */
+    if (cr__job_queue_push(m->jobs, &job) < 0)
+        CR_LOG(CR_LOG_DEBUG, "hshr: stopping; connection event dropped");
 }
 
 /* The stop is complete: end the listener's loop. Any thread. */
@@ -228,6 +247,7 @@ static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
         .nreactors = 1,
         .worker = current_worker,
         .stopped = on_stopped,
+        .defer = defer_conn,
     };
     unsigned nworkers = env->cfg->threads > 0 ? (unsigned)env->cfg->threads : 1;
     size_t qsize = env->cfg->queue_size > 0 ? (size_t)env->cfg->queue_size : 1024;
@@ -249,7 +269,7 @@ static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
         m->threads[i].m = m;
         m->threads[i].idx = i;
     }
-    err = cr__job_queue_create(&m->jobs, qsize, sizeof(struct cr_reactor_event));
+    err = cr__job_queue_create(&m->jobs, qsize, sizeof(struct hshr_job));
     if (err < 0)
         goto out_free_threads;
     err = cr_reactor_create(&m->r, &rcfg);
@@ -337,7 +357,7 @@ static void hshr_destroy(struct cr_model *m)
         hshr_stop(m, false);
         (void)hshr_wait(m);
     }
-    /* Jobs left in the queue are events taken and never dispatched: the
+    /* Jobs left in the queue are deferred events never handled: the
      * reactive set closes their connections. */
     cr__reactive_destroy(m->rs);
     cr_reactor_destroy(m->r);

@@ -1,24 +1,32 @@
 /*
  * model_reactive.c - connections served by event handlers on cr_reactors:
  * accept, register one-shot, handle, re-arm, time out, limit, stop. Shared by
- * the reactor model (one thread) and the lf model (a Leader/Followers pool
- * per reactor). Handlers and timers run on whichever threads dispatch the
- * reactors' events; stop runs on any thread. Owns the acceptors and the
+ * the reactor model (one thread), the lf model (a Leader/Followers pool per
+ * reactor) and the hshr model (one listener thread; workers handle the
+ * connections it defers to them). Acceptors and timers run on whichever
+ * threads dispatch the reactors' events; a connection's handler runs there
+ * too, or, with the defer hook, on the thread the model hands the event to
+ * (cr__reactive_handle); stop runs on any thread. Owns the acceptors and the
  * connections; borrows the reactors, the listening sockets and the env.
  *
  * One thread per connection at a time: the connection's fd is registered
  * one-shot, so the reactor hands out one event and then nothing until the
- * handler re-arms it, which is the last thing the handler does with it.
+ * handler re-arms it, which is the last thing the handler does with it. A
+ * deferred event is still that one event: the dispatching thread passes it
+ * to defer and touches the connection no more, and the handler that
+ * cr__reactive_handle runs later re-arms it as the last thing, as above.
  *
  * Timers and stops never close a connection themselves. Under
  * Leader/Followers an event may have been taken by one thread (the handle
- * disarmed) and not yet dispatched while a timer fires on another; the
- * taken event will still be dispatched with the connection as its argument.
- * So a timer or a stop that wants a connection gone marks it `expired` and
- * shuts its socket down (under rc->lock, while `closed` is false, so the fd
- * cannot be closed and reused meanwhile): the socket becomes readable and
- * writable, the armed handle fires (or the taken event arrives), and the
- * handler, seeing `expired`, closes it. The handler alone closes.
+ * disarmed) and not yet dispatched while a timer fires on another; under
+ * hshr an event deferred to the job queue waits there while the listener
+ * runs timers. Either way the taken event will still reach the handler with
+ * the connection as its argument. So a timer or a stop that wants a
+ * connection gone marks it `expired` and shuts its socket down (under
+ * rc->lock, while `closed` is false, so the fd cannot be closed and reused
+ * meanwhile): the socket becomes readable and writable, the armed handle
+ * fires (or the taken event arrives), and the handler, seeing `expired`,
+ * closes it. The handler alone closes.
  *
  * A connection's timer is lazy: armed for the deadline of the wait, and left
  * alone when a later wait moves the deadline further out (the usual case:
@@ -26,13 +34,16 @@
  * re-arms for the rest. It is replaced only when a deadline moves earlier.
  * A timer that fires while a handler runs does nothing: the handler re-arms
  * one when it is done. Nor does one that finds the socket ready for what the
- * connection waits for: its event came in time and is pending, or taken by a
- * leader that was preempted before dispatching it; it looks again shortly. Each pending timer holds
- * a reference on the connection (a cancelled timer may already have been taken for dispatch).
+ * connection waits for: its event came in time and is pending, taken by a
+ * leader that was preempted before dispatching it, or deferred and queued
+ * behind other jobs; it looks again shortly. Each pending timer holds a
+ * reference on the connection (a cancelled timer may already have been taken
+ * for dispatch).
  *
  * Lock order: rs->lock, then rc->lock, then an acceptor's lock, then a
  * reactor's lock (the last two are leaf locks of acceptor.c and reactor.c).
- * No lock is held while a handler calls into the service.
+ * No lock is held while a handler calls into the service, nor while defer
+ * runs.
  */
 #include <cabrank/clock.h>
 #include <cabrank/listener.h>
@@ -57,7 +68,7 @@ struct accept_slot {
     struct cr_acceptor *a;
 };
 
-struct rconn {
+struct cr__reactive_conn {
     /* Immutable after accept. */
     struct cr__reactive *rs;
     struct cr_reactor *r;
@@ -65,8 +76,8 @@ struct rconn {
     int fd;
 
     /* Protected by rs->lock. */
-    struct rconn *prev;
-    struct rconn *next;
+    struct cr__reactive_conn *prev;
+    struct cr__reactive_conn *next;
 
     /* The list's reference plus one per pending timer. Atomic: acq_rel on
      * the decrement, so the thread that frees sees every other's writes. */
@@ -89,6 +100,7 @@ struct cr__reactive {
     const struct cr_model_env *env;
     unsigned (*worker)(void *arg);
     void (*stopped)(void *arg);
+    void (*defer)(struct cr__reactive_conn *rc, unsigned events, void *arg);
     void *arg;
     uint64_t grace_ms;
     unsigned max_connections;
@@ -103,7 +115,7 @@ struct cr__reactive {
 
     struct cr_mutex lock;
     /* Protected by lock. */
-    struct rconn *conns; /* open connections */
+    struct cr__reactive_conn *conns; /* open connections */
     unsigned live;
     bool limit_paused; /* acceptors paused at max_connections */
     bool grace_armed;
@@ -119,13 +131,13 @@ static bool is_stopping(const struct cr__reactive *rs)
     return __atomic_load_n(&rs->stopping, __ATOMIC_ACQUIRE) != 0;
 }
 
-static void rconn_get(struct rconn *rc)
+static void rconn_get(struct cr__reactive_conn *rc)
 {
     /* Relaxed: the caller already holds a reference. */
     __atomic_fetch_add(&rc->refs, 1, __ATOMIC_RELAXED);
 }
 
-static void rconn_put(struct rconn *rc)
+static void rconn_put(struct cr__reactive_conn *rc)
 {
     if (__atomic_sub_fetch(&rc->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
@@ -157,7 +169,7 @@ static void set_accepting(struct cr__reactive *rs, bool on)
 static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg);
 
 /* Arms rc's timer for its deadline. Caller holds rc->lock; no timer pending. */
-static void arm_timer(struct rconn *rc, uint64_t now)
+static void arm_timer(struct cr__reactive_conn *rc, uint64_t now)
 {
     uint64_t delay_ms = 0;
     uint64_t id;
@@ -180,7 +192,7 @@ static void arm_timer(struct rconn *rc, uint64_t now)
 
 /* Wakes the handler to close rc: see the top of the file. Caller holds
  * rc->lock. */
-static void expire(struct rconn *rc)
+static void expire(struct cr__reactive_conn *rc)
 {
     cr_mutex_assert_held(&rc->lock);
     if (rc->expired || rc->closed)
@@ -191,7 +203,7 @@ static void expire(struct rconn *rc)
 
 /* True when rc's socket is ready for what it waits for (or hung up), so its
  * handler is about to run. Caller holds rc->lock (the fd is open). */
-static bool is_ready(const struct rconn *rc)
+static bool is_ready(const struct cr__reactive_conn *rc)
 {
     struct pollfd pfd = {.fd = rc->fd, .events = rc->wait_for};
 
@@ -200,7 +212,7 @@ static bool is_ready(const struct rconn *rc)
 
 static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
 {
-    struct rconn *rc = arg;
+    struct cr__reactive_conn *rc = arg;
 
     CR_UNUSED(r);
     cr_mutex_lock(&rc->lock);
@@ -229,7 +241,7 @@ static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
 /* ------------------------------------------------------------------ connections */
 
 /* Closes rc on the thread that owns it now (its handler, or destroy). */
-static void close_conn(struct rconn *rc)
+static void close_conn(struct cr__reactive_conn *rc)
 {
     struct cr__reactive *rs = rc->rs;
     bool done = false;
@@ -276,7 +288,7 @@ static void close_conn(struct rconn *rc)
  * the handle, or says to close. The re-arm is the last use of rc: another
  * thread may take its next event at once.
  */
-static bool settle(struct rconn *rc, enum cr__conn_next next)
+static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
 {
     uint64_t deadline = cr__conn_deadline(rc->conn);
     bool idle = next == CR__CONN_READ && cr__conn_is_idle(rc->conn);
@@ -309,15 +321,12 @@ static bool settle(struct rconn *rc, enum cr__conn_next next)
     return true;
 }
 
-static void on_conn_event(struct cr_reactor *r, int fd, unsigned events, void *arg)
+void cr__reactive_handle(struct cr__reactive_conn *rc, unsigned events)
 {
-    struct rconn *rc = arg;
     struct cr__reactive *rs = rc->rs;
     enum cr__conn_next next;
     bool expired;
 
-    CR_UNUSED(r);
-    CR_UNUSED(fd);
     cr_mutex_lock(&rc->lock);
     expired = rc->expired;
     rc->busy = !expired;
@@ -331,12 +340,26 @@ static void on_conn_event(struct cr_reactor *r, int fd, unsigned events, void *a
         close_conn(rc);
 }
 
+static void on_conn_event(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct cr__reactive_conn *rc = arg;
+    struct cr__reactive *rs = rc->rs;
+
+    CR_UNUSED(r);
+    CR_UNUSED(fd);
+    /* After defer, rc is the model's to hand to cr__reactive_handle. */
+    if (rs->defer != NULL)
+        rs->defer(rc, events, rs->arg);
+    else
+        cr__reactive_handle(rc, events);
+}
+
 static void on_accept(struct cr_acceptor *a, int fd, void *arg)
 {
     struct accept_slot *slot = arg;
     struct cr__reactive *rs = slot->rs;
     struct cr_conn *conn;
-    struct rconn *rc;
+    struct cr__reactive_conn *rc;
     int err;
 
     CR_UNUSED(a);
@@ -428,7 +451,7 @@ void cr__reactive_stop(struct cr__reactive *rs, bool graceful)
         set_accepting(rs, false);
     }
     if (graceful) {
-        for (struct rconn *rc = rs->conns; rc != NULL; rc = rc->next) {
+        for (struct cr__reactive_conn *rc = rs->conns; rc != NULL; rc = rc->next) {
             cr_mutex_lock(&rc->lock);
             if (!rc->busy && rc->idle)
                 expire(rc);
@@ -480,6 +503,7 @@ int cr__reactive_create(struct cr__reactive **out, const struct cr__reactive_con
     rs->env = env;
     rs->worker = cfg->worker;
     rs->stopped = cfg->stopped;
+    rs->defer = cfg->defer;
     rs->arg = cfg->arg;
     rs->grace_ms = cfg->grace_ms != 0 ? cfg->grace_ms : CR__REACTIVE_GRACE_MS;
     rs->max_connections =
@@ -529,7 +553,7 @@ void cr__reactive_destroy(struct cr__reactive *rs)
     rs->nslots = 0;
     __atomic_store_n(&rs->stopping, 1, __ATOMIC_RELEASE);
     while (rs->conns != NULL) {
-        struct rconn *rc = rs->conns;
+        struct cr__reactive_conn *rc = rs->conns;
 
         /* No thread dispatches any more, so a timer is either pending (and
          * cancelled here) or was dispatched: only the list's reference is
