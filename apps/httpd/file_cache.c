@@ -1,8 +1,9 @@
 /*
  * file_cache.c - the open-file cache of cabrank-httpd (contract in file_cache.h): normalized
- * path -> refcounted entry holding the open file, its ".gz" sibling and their precomputed
- * header values. Used by the HTTP service on every serving thread. Owns its entries and, through
- * them, their descriptors; borrows the root directory fd and the MIME table.
+ * path -> refcounted entry holding the open file, its ".gz" sibling, their precomputed
+ * header values and, for small files, their bytes. Used by the HTTP service on every serving
+ * thread. Owns its entries and, through them, their descriptors and content copies; borrows the
+ * root directory fd and the MIME table.
  *
  * Structure: the path hash picks a shard; each shard has a rwlock, a chained hash table and a
  * dense array of its entries that the CLOCK hand sweeps. A hit takes the read lock, bumps the
@@ -13,6 +14,13 @@
  * unlinks it from the table (eviction, replacement, destroy) drops the table's reference after
  * unlocking; whoever drops the last reference closes the descriptors and frees it, so an entry
  * never goes away under a response that is still being sent.
+ *
+ * Content: a small file's bytes live in the entry's own allocation, after its names, read
+ * once by open_entry() before the entry is published; the shard lock's release/acquire
+ * publishes them with the rest of the entry. The content_total budget is charged before the
+ * read (so concurrent opens cannot overshoot it) and given back when the entry leaves the
+ * table, or is dropped unpublished; a replacement is charged while the entry it replaces
+ * still is, so near the bound a changed file may come back without a copy.
  *
  * Lock order: one shard lock at a time; never held across a system call.
  */
@@ -54,6 +62,9 @@ struct fc_entry {
     struct fc_id id;
     struct fc_id gz_id; /* valid when pub.has_gz */
     unsigned nfds;
+    /* Content bytes charged to fc->content_bytes, given back by whoever unlinks the entry
+     * from the table or drops it unpublished. */
+    uint64_t charged;
     /* Atomic. Increments relaxed (the incrementer already holds a reference or the shard
      * lock); the decrement is acq_rel, so the thread dropping the last reference sees every
      * other holder's use before closing and freeing. */
@@ -97,12 +108,17 @@ struct http_file_cache {
     const char *index_name;
     size_t index_len;
     uint64_t revalidate_ns;
+    int64_t content_max; /* -1: no file keeps content */
+    uint64_t content_total;
     unsigned cap_entries; /* per shard */
     unsigned cap_fds;     /* per shard */
     bool gzip_static;
     bool follow_outside;
     unsigned shard_mask;
     struct fc_shard *shards;
+    /* Atomic, relaxed: a budget that guards no other memory. Content bytes charged by the
+     * entries in the table and by those being opened. */
+    uint64_t content_bytes;
 };
 
 static void count(uint64_t *c)
@@ -145,6 +161,7 @@ static void fill_variant(struct http_file_variant *v, int fd, const struct stat 
     v->etag_len = http_etag_format(v->etag, sizeof(v->etag), st, gzip);
     if (http_date_format(v->last_modified, v->mtime) == 0)
         v->last_modified[0] = '\0'; /* a year outside 1..9999: no Last-Modified */
+    v->content = NULL;
 }
 
 static void free_entry(struct fc_entry *e)
@@ -177,54 +194,120 @@ static bool gz_name(char *buf, const char *rel, size_t rel_len)
     return true;
 }
 
+/* Charges n content bytes to the budget; false when they do not fit. */
+static bool charge_content(struct http_file_cache *fc, uint64_t n)
+{
+    uint64_t cur = __atomic_load_n(&fc->content_bytes, __ATOMIC_RELAXED);
+
+    do {
+        if (n > fc->content_total || cur > fc->content_total - n)
+            return false;
+    } while (!__atomic_compare_exchange_n(&fc->content_bytes, &cur, cur + n, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+    return true;
+}
+
+static void uncharge_content(struct http_file_cache *fc, uint64_t n)
+{
+    if (n > 0)
+        __atomic_fetch_sub(&fc->content_bytes, n, __ATOMIC_RELAXED);
+}
+
+/* Whether a file of stat st keeps a copy: small enough, and its size charged to the budget. */
+static bool reserve_content(struct http_file_cache *fc, const struct stat *st)
+{
+    return (int64_t)st->st_size <= fc->content_max && charge_content(fc, (uint64_t)st->st_size);
+}
+
+/*
+ * Reads the st->st_size bytes of fd into buf; false when the file read short or its identity
+ * changed meanwhile (then the bytes may be of two versions, and the entry keeps no copy).
+ */
+static bool read_content(int fd, const struct stat *st, char *buf)
+{
+    size_t size = (size_t)st->st_size;
+    size_t done = 0;
+    struct fc_id id;
+    struct stat now;
+
+    while (done < size) {
+        ssize_t n = pread(fd, buf + done, size - done, (off_t)done);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        done += (size_t)n;
+    }
+    id_from_stat(&id, st);
+    return fstat(fd, &now) == 0 && is_same_id(&id, &now);
+}
+
 /*
  * Opens key[0..len) (its index when it ends in '/') and its ".gz" sibling, and builds an
- * unpublished entry holding one reference (the caller's). No lock held.
+ * unpublished entry holding one reference (the caller's), with a copy of each variant that is
+ * small enough and fits the budget. No lock held.
  */
 static int open_entry(struct http_file_cache *fc, struct fc_shard *sh, const char *key, size_t len,
                       uint64_t hash, struct fc_entry **out)
 {
     bool is_index = key[len - 1] == '/';
     size_t rel_len = len + (is_index ? fc->index_len : 0);
-    char gzbuf[HTTP_PATH_MAX];
+    /* The path opened, then "<path>.gz" while its sibling is opened. */
+    char name[HTTP_PATH_MAX];
     struct stat st;
     struct stat gst;
     struct fc_entry *e;
+    bool icopy;
+    bool gcopy;
+    uint64_t isize;
+    uint64_t gsize;
     char *rel;
+    char *data;
     int fd;
     int gfd = -1;
     int err;
 
     if (rel_len >= HTTP_PATH_MAX)
         return -ENAMETOOLONG;
-    e = malloc(sizeof(*e) + len + 1 + rel_len + 1);
-    if (e == NULL)
-        return -ENOMEM;
-    memcpy(e->names, key, len);
-    e->names[len] = '\0';
-    rel = e->names + len + 1;
-    memcpy(rel, key, len);
+    memcpy(name, key, len);
     if (is_index)
-        memcpy(rel + len, fc->index_name, fc->index_len);
-    rel[rel_len] = '\0';
+        memcpy(name + len, fc->index_name, fc->index_len);
+    name[rel_len] = '\0';
 
     count(&sh->opens);
-    err = http_path_open(fc->root_fd, rel, fc->follow_outside, &fd, &st);
+    err = http_path_open(fc->root_fd, name, fc->follow_outside, &fd, &st);
     if (err < 0)
-        goto out_free_entry;
+        return err;
     if (S_ISDIR(st.st_mode)) {
         /* "/dir" wants a redirect to "/dir/"; an index that is a directory is refused. */
         err = is_index ? -EACCES : -EISDIR;
         goto out_close_fd;
     }
-    if (fc->gzip_static && gz_name(gzbuf, rel, rel_len)) {
+    if (fc->gzip_static && rel_len + 4 <= HTTP_PATH_MAX) {
+        memcpy(name + rel_len, ".gz", 4);
         count(&sh->opens);
-        if (http_path_open(fc->root_fd, gzbuf, fc->follow_outside, &gfd, &gst) == 0 &&
+        if (http_path_open(fc->root_fd, name, fc->follow_outside, &gfd, &gst) == 0 &&
             !S_ISREG(gst.st_mode)) {
             close(gfd);
             gfd = -1;
         }
+        name[rel_len] = '\0';
     }
+    icopy = reserve_content(fc, &st);
+    gcopy = gfd >= 0 && reserve_content(fc, &gst);
+    isize = icopy ? (uint64_t)st.st_size : 0;
+    gsize = gcopy ? (uint64_t)gst.st_size : 0;
+    e = malloc(sizeof(*e) + len + 1 + rel_len + 1 + isize + gsize);
+    if (e == NULL) {
+        err = -ENOMEM;
+        goto out_uncharge;
+    }
+    memcpy(e->names, key, len);
+    e->names[len] = '\0';
+    rel = e->names + len + 1;
+    memcpy(rel, name, rel_len + 1);
+    data = rel + rel_len + 1;
 
     e->hash = hash;
     e->key = e->names;
@@ -233,10 +316,14 @@ static int open_entry(struct http_file_cache *fc, struct fc_shard *sh, const cha
     e->rel_len = rel_len;
     id_from_stat(&e->id, &st);
     fill_variant(&e->pub.identity, fd, &st, false);
+    if (icopy && read_content(fd, &st, data))
+        e->pub.identity.content = data;
     e->pub.has_gz = gfd >= 0;
     if (gfd >= 0) {
         id_from_stat(&e->gz_id, &gst);
         fill_variant(&e->pub.gz, gfd, &gst, true);
+        if (gcopy && read_content(gfd, &gst, data + isize))
+            e->pub.gz.content = data + isize;
     } else {
         memset(&e->gz_id, 0, sizeof(e->gz_id));
         memset(&e->pub.gz, 0, sizeof(e->pub.gz));
@@ -249,6 +336,7 @@ static int open_entry(struct http_file_cache *fc, struct fc_shard *sh, const cha
         e->pub.mime_len = strlen(HTTP_MIME_DEFAULT);
     }
     e->nfds = gfd >= 0 ? 2 : 1;
+    e->charged = isize + gsize;
     e->refs = 1;
     e->check_after_ns = cr_clock_now_ns() + fc->revalidate_ns;
     e->referenced = 0;
@@ -258,10 +346,12 @@ static int open_entry(struct http_file_cache *fc, struct fc_shard *sh, const cha
     *out = e;
     return 0;
 
+out_uncharge:
+    uncharge_content(fc, isize + gsize);
+    if (gfd >= 0)
+        close(gfd);
 out_close_fd:
     close(fd);
-out_free_entry:
-    free(e);
     return err;
 }
 
@@ -298,8 +388,11 @@ static struct fc_entry *find_locked(struct fc_shard *sh, uint64_t hash, const ch
     return NULL;
 }
 
-/* Caller holds sh->lock for writing. The table's reference passes to the caller. */
-static void unlink_locked(struct fc_shard *sh, struct fc_entry *e)
+/*
+ * Caller holds sh->lock for writing. The table's reference passes to the caller; the entry's
+ * content charge goes back to the budget.
+ */
+static void unlink_locked(struct http_file_cache *fc, struct fc_shard *sh, struct fc_entry *e)
 {
     struct fc_entry **pp = &sh->buckets[e->hash & sh->bucket_mask];
     unsigned last = sh->count - 1;
@@ -314,6 +407,7 @@ static void unlink_locked(struct fc_shard *sh, struct fc_entry *e)
     __atomic_store_n(&sh->count, last, __ATOMIC_RELAXED);
     __atomic_store_n(&sh->fds, sh->fds - e->nfds, __ATOMIC_RELAXED);
     e->in_table = false;
+    uncharge_content(fc, e->charged);
 }
 
 /* Caller holds sh->lock for writing. Takes the caller's table reference to e. */
@@ -353,7 +447,7 @@ static unsigned evict_locked(struct http_file_cache *fc, struct fc_shard *sh, un
             sh->hand++;
             continue;
         }
-        unlink_locked(sh, e);
+        unlink_locked(fc, sh, e);
         victims[n++] = e;
         count(&sh->evictions);
     }
@@ -374,7 +468,7 @@ static struct fc_entry *publish(struct http_file_cache *fc, struct fc_shard *sh,
 
     pthread_rwlock_wrlock(&sh->lock);
     if (old != NULL && old->in_table) {
-        unlink_locked(sh, old);
+        unlink_locked(fc, sh, old);
         victims[nv++] = old;
         count(&sh->replacements);
     }
@@ -390,19 +484,21 @@ static struct fc_entry *publish(struct http_file_cache *fc, struct fc_shard *sh,
     pthread_rwlock_unlock(&sh->lock);
     for (unsigned i = 0; i < nv; i++)
         unref_entry(victims[i]);
-    if (cur != ne)
+    if (cur != ne) {
+        uncharge_content(fc, ne->charged);
         unref_entry(ne);
+    }
     return cur;
 }
 
 /* Unlinks e if it is still in the table (its file is gone). */
-static void drop(struct fc_shard *sh, struct fc_entry *e)
+static void drop(struct http_file_cache *fc, struct fc_shard *sh, struct fc_entry *e)
 {
     bool unlinked = false;
 
     pthread_rwlock_wrlock(&sh->lock);
     if (e->in_table) {
-        unlink_locked(sh, e);
+        unlink_locked(fc, sh, e);
         unlinked = true;
     }
     pthread_rwlock_unlock(&sh->lock);
@@ -461,7 +557,7 @@ int http_file_cache_get(struct http_file_cache *fc, const char *path, size_t len
     count(&sh->misses);
     err = open_entry(fc, sh, path, len, hash, &ne);
     if (err < 0) {
-        drop(sh, e);
+        drop(fc, sh, e);
         unref_entry(e);
         return err;
     }
@@ -514,6 +610,14 @@ int http_file_cache_create(struct http_file_cache **out, const struct http_file_
     fc->index_len = strlen(fc->index_name);
     fc->revalidate_ns =
         (cfg->revalidate_ms ? cfg->revalidate_ms : DEFAULT_REVALIDATE_MS) * CR_NSEC_PER_MSEC;
+    if (cfg->content_max < 0 || cfg->content_total < 0)
+        fc->content_max = -1;
+    else if (cfg->content_max > 0)
+        fc->content_max = (int64_t)cfg->content_max;
+    else
+        fc->content_max = HTTP_FILE_CACHE_CONTENT_MAX_DEFAULT;
+    fc->content_total = cfg->content_total > 0 ? (uint64_t)cfg->content_total
+                                               : HTTP_FILE_CACHE_CONTENT_TOTAL_DEFAULT;
     fc->cap_entries = entries / nshards;
     fc->cap_fds = fds / nshards < 2 ? 2 : fds / nshards;
     fc->gzip_static = cfg->gzip_static;
@@ -593,4 +697,5 @@ void http_file_cache_stats(struct http_file_cache *fc, struct http_file_cache_st
         st->entries += __atomic_load_n(&sh->count, __ATOMIC_RELAXED);
         st->fds += __atomic_load_n(&sh->fds, __ATOMIC_RELAXED);
     }
+    st->content_bytes = __atomic_load_n(&fc->content_bytes, __ATOMIC_RELAXED);
 }

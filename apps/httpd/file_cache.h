@@ -11,6 +11,14 @@
  * reference is released, so a response being sent from it is never cut short. Descriptors held
  * that way are not counted against max_fds.
  *
+ * Content: a file (and a ".gz" sibling) of at most content_max bytes also has its bytes copied
+ * into the entry when it is opened, so a hit on a small file needs no read at all; entries
+ * stop taking copies once those held by the table reach content_total (they then have
+ * content NULL and are read from their fd). Like the rest of an entry, the copy is immutable:
+ * a file modified in place is served with its old bytes, old length and old validators, all
+ * consistent, until the revalidation after the change reopens it as a new entry (where a read
+ * from the fd would mix new bytes with the old Content-Length and ETag).
+ *
  * Threads: lock striping over shards (a pthread rwlock each), readers take the read lock only;
  * refcounts and the CLOCK bit are atomics. No lock is held across a system call (opens, stats
  * and closes run unlocked).
@@ -46,7 +54,17 @@ struct http_file_cache_config {
     bool gzip_static;
     /* Follow symlinks leading outside the root (http_path_open()). */
     bool follow_outside_symlinks;
+    /* Files of at most this many bytes keep a copy of their content (0: 16 KiB; < 0: no file
+     * does). */
+    ssize_t content_max;
+    /* Content bytes held by the entries in the table, all together, at most (0: 64 MiB; < 0:
+     * none). Entries evicted or replaced but still referenced are not counted. */
+    ssize_t content_total;
 };
+
+/* Defaults of content_max and content_total. */
+#define HTTP_FILE_CACHE_CONTENT_MAX_DEFAULT   (16 * 1024)
+#define HTTP_FILE_CACHE_CONTENT_TOTAL_DEFAULT (64 * 1024 * 1024)
 
 /* One representation of a cached file. */
 struct http_file_variant {
@@ -59,6 +77,11 @@ struct http_file_variant {
     size_t etag_len;
     /* IMF-fixdate of mtime, NUL-terminated. */
     char last_modified[HTTP_DATE_LEN + 1];
+    /* The size bytes of the file as they were when the entry was opened (not NUL-terminated;
+     * not NULL for an empty file), or NULL when the entry holds no copy: the file is larger
+     * than content_max, the content_total budget was spent, or it changed while being read.
+     * Borrowed from the entry. */
+    const char *content;
 };
 
 /* A cache entry as callers see it: read-only, valid while a reference is held. */
@@ -87,9 +110,11 @@ struct http_file_cache_stats {
     /* Entries dropped for room, or replaced because their file changed. */
     uint64_t evictions;
     uint64_t replacements;
-    /* Entries and descriptors in the table now. */
+    /* Entries, descriptors and content bytes in the table now (content_bytes also counts
+     * copies being read for entries not yet published). */
     uint64_t entries;
     uint64_t fds;
+    uint64_t content_bytes;
 };
 
 /* Creates a cache; *out returns owned. -EINVAL (root_fd < 0), -ENOMEM. Before start only. */
@@ -120,8 +145,8 @@ void http_file_cache_ref(const struct http_file *f);
 
 /*
  * Drops a reference taken by http_file_cache_get() or http_file_cache_ref(); the last one of an
- * evicted entry closes its descriptors. Has the cr_release_fn signature, so it can be passed
- * with f as arg to cr_conn_write_file(). Thread-safe.
+ * evicted entry closes its descriptors and frees its content copies. Has the cr_release_fn
+ * signature, so it can be passed with f as arg to cr_conn_write_file(). Thread-safe.
  */
 void http_file_cache_release(void *f);
 

@@ -23,10 +23,14 @@
  * Memory: a response head (and an error's small body) is formatted in place
  * with cr_conn_reserve/commit; a file body is a cr_conn_write_file segment
  * (sendfile) holding a reference to its file-cache entry, except that a body
- * of at most INLINE_BODY_MAX bytes is read (pread) into the head's buffer,
- * so head and body leave in one send and one packet. Nothing is allocated
- * per request except for the status page and for list fields sent on
- * several lines (combined into one value, RFC 9110 5.3).
+ * (or single range) of at most INLINE_BODY_MAX bytes is copied into the
+ * head's buffer, so head and body leave in one send and one packet. It is
+ * copied from the entry's content, which the cache keeps for files that
+ * small, so a hot small file costs a recv and a send; it is read with pread
+ * only when the entry holds no copy (the cache's content budget was spent,
+ * or the file changed while the cache read it). Nothing is allocated per
+ * request except for the status page and for list fields sent on several
+ * lines (combined into one value, RFC 9110 5.3).
  */
 #include "http_service.h"
 
@@ -54,8 +58,9 @@
 /* Room for a response head's fixed fields; variable ones are added. */
 #define HEAD_RESERVE 768
 #define ALLOW        "GET, HEAD, OPTIONS"
-/* File bodies up to this are read into the response's buffer and sent with
- * its head; larger ones go out with sendfile. */
+/* File bodies up to this are copied into the response's buffer and sent with
+ * its head; larger ones go out with sendfile. Also the size up to which the
+ * file cache keeps a file's content. */
 #define INLINE_BODY_MAX (16 * 1024)
 
 enum phase {
@@ -127,10 +132,12 @@ struct resp {
     bool no_store;
     const char *body; /* a small body copied after the head (not for HEAD) */
     size_t body_len;
-    /* A small file body read into the head's buffer: file_len bytes of
-     * file_fd from file_off. write_head sets file_done to what it read (a
-     * file that shrank meanwhile reads short: the caller sends the rest
-     * with sendfile, which then fails and closes). */
+    /* A small file body copied into the head's buffer: file_len bytes
+     * from file_data (the entry's content, from the offset) or else read
+     * from file_fd at file_off. write_head sets file_done to what it
+     * copied (a file that shrank meanwhile reads short: the caller sends
+     * the rest with sendfile, which then fails and closes). */
+    const char *file_data;
     int file_fd;
     uint64_t file_off;
     size_t file_len;
@@ -305,7 +312,13 @@ static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
         put(&o, r->body, r->body_len);
         rp->body_bytes += r->body_len;
     }
-    if (r->file_len > 0) {
+    if (r->file_len > 0 && r->file_data != NULL) {
+        char *body = o.p;
+
+        put(&o, r->file_data, r->file_len);
+        r->file_done = (size_t)(o.p - body);
+        rp->body_bytes += r->file_done;
+    } else if (r->file_len > 0) {
         ssize_t n;
 
         do {
@@ -611,8 +624,11 @@ static int serve_entry(struct cr_conn *c, struct reply *rp, const struct http_fi
             off = plan.status == 206 ? plan.ranges.r[0].first : 0;
             len = plan.status == 206 ? plan.ranges.r[0].last - off + 1 : v->size;
             /* A small body goes in the head's buffer: one send for both,
-             * and one packet, instead of a send and a sendfile. */
+             * and one packet, instead of a send and a sendfile. The
+             * entry's copy (our reference keeps it) saves the pread; its
+             * bytes, length and validators are of one version. */
             if (len <= INLINE_BODY_MAX) {
+                r.file_data = v->content != NULL ? v->content + off : NULL;
                 r.file_fd = v->fd;
                 r.file_off = off;
                 r.file_len = (size_t)len;
@@ -938,6 +954,7 @@ int http_service_create(struct http_service **out, const struct http_service_con
     fcc.max_entries = (unsigned)cfg->file_cache_entries;
     fcc.gzip_static = true;
     fcc.follow_outside_symlinks = cfg->allow_outside_symlinks;
+    fcc.content_max = INLINE_BODY_MAX;
     err = http_file_cache_create(&h->cache, &fcc);
     if (err < 0)
         goto out_mime;

@@ -3,8 +3,10 @@
  * costs no open or stat (the open and revalidation counters stay put and the fd is the same),
  * a changed, replaced, deleted or newly compressed file is noticed after the revalidation
  * interval, directories and index files, errors not cached, the entry and descriptor bounds, an
- * evicted entry's fd staying open while referenced, and many threads getting, reading and
- * releasing while another rewrites the files (run under TSan by `make test`).
+ * evicted entry's fd staying open while referenced, the copies of small files' content (the
+ * size threshold, the total budget, a new copy after a change, an old copy valid while
+ * referenced: ASan catches a use after free), and many threads getting, reading and releasing
+ * while another rewrites the files (run under TSan by `make test`).
  */
 #include "../../apps/httpd/file_cache.h"
 
@@ -194,6 +196,11 @@ START_TEST(gz_sibling_is_kept_with_its_own_validators)
     ck_assert_str_eq(buf, "GZ");
     ck_assert_uint_eq(stats(fc).opens, 2);
     ck_assert_uint_eq(stats(fc).fds, 2);
+    ck_assert_ptr_nonnull(f->gz.content);
+    ck_assert_mem_eq(f->gz.content, "GZ", 2);
+    ck_assert_ptr_nonnull(f->identity.content);
+    ck_assert_mem_eq(f->identity.content, "var x = 1;", 10);
+    ck_assert_uint_eq(stats(fc).content_bytes, 12);
     http_file_cache_release((void *)f);
     /* No sibling: one open for the file, one that finds no ".gz". */
     f = get(fc, "/a.txt");
@@ -286,6 +293,7 @@ START_TEST(deleted_file_is_dropped_and_a_new_gz_is_noticed)
     ck_assert_int_eq(get_err(fc, "/b.txt"), -ENOENT);
     ck_assert_uint_eq(stats(fc).entries, 0);
     ck_assert_uint_eq(stats(fc).fds, 0);
+    ck_assert_uint_eq(stats(fc).content_bytes, 0);
     http_file_cache_destroy(fc);
 }
 END_TEST
@@ -444,6 +452,215 @@ START_TEST(entries_outlive_the_cache_while_referenced)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- content */
+
+/* Writes name with n bytes of pattern ('a' + i % 26). */
+static void put_sized(const char *name, size_t n)
+{
+    char *buf = malloc(n + 1);
+
+    ck_assert_ptr_nonnull(buf);
+    for (size_t i = 0; i < n; i++)
+        buf[i] = (char)('a' + i % 26);
+    put_file(name, buf, n);
+    free(buf);
+}
+
+/* Whether v holds a copy equal to what its fd reads. */
+static bool has_file_content(const struct http_file_variant *v)
+{
+    char *buf;
+    bool same;
+
+    if (v->content == NULL)
+        return false;
+    buf = malloc(v->size + 1);
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_eq(pread(v->fd, buf, v->size + 1, 0), (ssize_t)v->size);
+    same = memcmp(buf, v->content, v->size) == 0;
+    free(buf);
+    return same;
+}
+
+START_TEST(small_file_keeps_a_copy_equal_to_the_file)
+{
+    struct http_file_cache *fc = new_cache((struct http_file_cache_config){0});
+    const struct http_file *f;
+
+    put_sized("16k", 16 * 1024);
+    put_sized("16k+1", 16 * 1024 + 1);
+    put_str("zero", "");
+    f = get(fc, "/a.txt");
+    ck_assert(has_file_content(&f->identity));
+    ck_assert_mem_eq(f->identity.content, "hello", 5);
+    http_file_cache_release((void *)f);
+    /* The default threshold is 16 KiB, inclusive. */
+    f = get(fc, "/16k");
+    ck_assert(has_file_content(&f->identity));
+    http_file_cache_release((void *)f);
+    f = get(fc, "/16k+1");
+    ck_assert_ptr_null(f->identity.content);
+    http_file_cache_release((void *)f);
+    /* An empty file's copy is empty, not absent. */
+    f = get(fc, "/zero");
+    ck_assert_ptr_nonnull(f->identity.content);
+    ck_assert_uint_eq(f->identity.size, 0);
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).content_bytes, 5 + 16 * 1024);
+    /* A hit reads nothing: the copy is the one made at open. */
+    f = get(fc, "/a.txt");
+    ck_assert_uint_eq(stats(fc).hits, 1);
+    ck_assert_mem_eq(f->identity.content, "hello", 5);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(no_copy_above_the_threshold_or_when_disabled)
+{
+    struct http_file_cache *fc =
+        new_cache((struct http_file_cache_config){.content_max = 4, .gzip_static = true});
+    const struct http_file *f;
+
+    f = get(fc, "/a.txt"); /* 5 bytes */
+    ck_assert_ptr_null(f->identity.content);
+    http_file_cache_release((void *)f);
+    f = get(fc, "/b.txt"); /* 3 bytes */
+    ck_assert(has_file_content(&f->identity));
+    http_file_cache_release((void *)f);
+    /* Each variant by its own size: "var x = 1;" is too big, its "GZ" is not. */
+    f = get(fc, "/app.js");
+    ck_assert_ptr_null(f->identity.content);
+    ck_assert(has_file_content(&f->gz));
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).content_bytes, 3 + 2);
+    http_file_cache_destroy(fc);
+
+    fc = new_cache((struct http_file_cache_config){.content_max = -1});
+    f = get(fc, "/b.txt");
+    ck_assert_ptr_null(f->identity.content);
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).content_bytes, 0);
+    http_file_cache_destroy(fc);
+
+    fc = new_cache((struct http_file_cache_config){.content_total = -1});
+    f = get(fc, "/b.txt");
+    ck_assert_ptr_null(f->identity.content);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(no_copy_once_the_total_bound_is_reached)
+{
+    struct http_file_cache *fc = new_cache(
+        (struct http_file_cache_config){.content_total = 8, .max_entries = 2, .shards = 1});
+    const struct http_file *a;
+    const struct http_file *f;
+
+    put_str("c.txt", "12345");
+    put_str("d.txt", "1234");
+    a = get(fc, "/a.txt"); /* 5 of 8 */
+    ck_assert(has_file_content(&a->identity));
+    f = get(fc, "/b.txt"); /* 8 of 8 */
+    ck_assert(has_file_content(&f->identity));
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).content_bytes, 8);
+    /* The budget is spent: c is served from its fd. Its open evicts a, which gives back its
+     * 5 bytes though a is still referenced (its copy stays valid until released). */
+    f = get(fc, "/c.txt");
+    ck_assert_ptr_null(f->identity.content);
+    ck_assert_uint_eq(f->identity.size, 5);
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).evictions, 1);
+    ck_assert_uint_eq(stats(fc).content_bytes, 3);
+    ck_assert_mem_eq(a->identity.content, "hello", 5);
+    http_file_cache_release((void *)a);
+    /* Room again: 3 + 4, and evicting b leaves d's 4. */
+    f = get(fc, "/d.txt");
+    ck_assert(has_file_content(&f->identity));
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).content_bytes, 4);
+    http_file_cache_destroy(fc);
+}
+END_TEST
+
+START_TEST(changed_file_gets_a_new_copy_after_the_interval)
+{
+    /* slow never revalidates within the test; fast does on each get after 1 ms. */
+    struct http_file_cache *slow =
+        new_cache((struct http_file_cache_config){.revalidate_ms = 60000});
+    struct http_file_cache *fast = new_cache((struct http_file_cache_config){.revalidate_ms = 1});
+    const struct http_file *f;
+    char etag[HTTP_ETAG_MAX];
+    int fd;
+
+    f = get(slow, "/a.txt");
+    strcpy(etag, f->identity.etag);
+    http_file_cache_release((void *)f);
+    f = get(fast, "/a.txt");
+    ck_assert_mem_eq(f->identity.content, "hello", 5);
+    http_file_cache_release((void *)f);
+    fd = openat(root_fd, "a.txt", O_WRONLY | O_TRUNC | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "HELLO, WORLD", 12), 12);
+    close(fd);
+    /* Rewritten in place within the interval: the old bytes, length and ETag, consistently
+     * (a read from the fd would give 5 of the new bytes under the old ETag). */
+    f = get(slow, "/a.txt");
+    ck_assert_uint_eq(f->identity.size, 5);
+    ck_assert_str_eq(f->identity.etag, etag);
+    ck_assert_mem_eq(f->identity.content, "hello", 5);
+    http_file_cache_release((void *)f);
+    /* The revalidation after the interval reopens it with a new copy. */
+    usleep(5000);
+    f = get(fast, "/a.txt");
+    ck_assert_uint_eq(stats(fast).replacements, 1);
+    ck_assert_uint_eq(f->identity.size, 12);
+    ck_assert_str_ne(f->identity.etag, etag);
+    ck_assert(has_file_content(&f->identity));
+    ck_assert_mem_eq(f->identity.content, "HELLO, WORLD", 12);
+    ck_assert_uint_eq(stats(fast).content_bytes, 12);
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fast);
+    http_file_cache_destroy(slow);
+}
+END_TEST
+
+START_TEST(replaced_entry_keeps_its_copy_while_referenced)
+{
+    struct http_file_cache *fc = new_cache((struct http_file_cache_config){.revalidate_ms = 1});
+    const struct http_file *old = get(fc, "/a.txt");
+    const struct http_file *f;
+    char etag[HTTP_ETAG_MAX];
+
+    strcpy(etag, old->identity.etag);
+    put_str("a.txt", "hello, world");
+    usleep(5000);
+    f = get(fc, "/a.txt");
+    ck_assert_ptr_ne(f, old);
+    ck_assert_mem_eq(f->identity.content, "hello, world", 12);
+    http_file_cache_release((void *)f);
+    /* Replaced twice more: old is two versions behind, out of the table, still whole. */
+    put_str("a.txt", "third");
+    usleep(5000);
+    f = get(fc, "/a.txt");
+    ck_assert_mem_eq(f->identity.content, "third", 5);
+    http_file_cache_release((void *)f);
+    ck_assert_uint_eq(stats(fc).replacements, 2);
+    ck_assert_uint_eq(stats(fc).content_bytes, 5);
+    ck_assert_uint_eq(old->identity.size, 5);
+    ck_assert_str_eq(old->identity.etag, etag);
+    ck_assert_mem_eq(old->identity.content, "hello", 5);
+    http_file_cache_release((void *)old);
+    /* Also when the cache goes first. */
+    old = get(fc, "/a.txt");
+    http_file_cache_destroy(fc);
+    ck_assert_mem_eq(old->identity.content, "third", 5);
+    http_file_cache_release((void *)old);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- stress */
 
 #define STRESS_FILES   24
@@ -492,6 +709,16 @@ static void *stress_reader(void *arg)
         if (pread(f->identity.fd, head, 15, 0) != 15 || strncmp(head, "len=", 4) != 0 ||
             strtoull(head + 4, NULL, 10) != f->identity.size)
             __atomic_fetch_add(&s->bad, 1, __ATOMIC_RELAXED);
+        /* A copy is of the version the entry describes, read whole. */
+        if (f->identity.content != NULL) {
+            const char *p = f->identity.content;
+
+            memcpy(head, p, 15);
+            head[15] = '\0';
+            if (strncmp(head, "len=", 4) != 0 || strtoull(head + 4, NULL, 10) != f->identity.size ||
+                p[f->identity.size - 1] != 'x')
+                __atomic_fetch_add(&s->bad, 1, __ATOMIC_RELAXED);
+        }
         if (n % 7 == 0) {
             http_file_cache_ref(f);
             http_file_cache_release((void *)f);
@@ -523,10 +750,13 @@ START_TEST(many_threads_get_read_and_release_while_files_change)
 
     for (int i = 0; i < STRESS_FILES; i++)
         put_versioned(i, 15 + (size_t)i * 10);
-    /* A short interval, and (run 0) fewer entries than files: evictions and replacements
-     * race hits; (run 1) room for all: hot hits race revalidations. */
-    base.fc = new_cache((struct http_file_cache_config){
-        .max_entries = _i == 0 ? 8 : 64, .shards = 2, .revalidate_ms = 1});
+    /* A short interval, and (run 0) fewer entries than files and a content budget of about
+     * four: evictions and replacements race hits and budget charges; (run 1) room for all:
+     * hot hits race revalidations. */
+    base.fc = new_cache((struct http_file_cache_config){.max_entries = _i == 0 ? 8 : 64,
+                                                        .shards = 2,
+                                                        .revalidate_ms = 1,
+                                                        .content_total = _i == 0 ? 8000 : 0});
     ck_assert_int_eq(pthread_create(&writer, NULL, stress_writer, &base), 0);
     for (int t = 0; t < STRESS_THREADS; t++) {
         args[t] = base;
@@ -541,6 +771,7 @@ START_TEST(many_threads_get_read_and_release_while_files_change)
     ck_assert_int_eq(pthread_join(writer, NULL), 0);
     st = stats(base.fc);
     ck_assert_uint_le(st.entries, _i == 0 ? 8 : 64);
+    ck_assert_uint_le(st.content_bytes, _i == 0 ? 8000 : 64 * 4015);
     /* Each get is one hit or one miss (a reopen after a change counts as a miss). */
     ck_assert_uint_eq(st.hits + st.misses, (uint64_t)STRESS_THREADS * STRESS_GETS);
     ck_assert(_i == 0 ? st.evictions > 0 : st.evictions == 0);
@@ -575,6 +806,11 @@ Suite *file_cache_suite(void)
     tcase_add_test(tc, fd_bound_holds_with_gz_siblings);
     tcase_add_test(tc, evicted_entry_keeps_its_fd_while_referenced);
     tcase_add_test(tc, entries_outlive_the_cache_while_referenced);
+    tcase_add_test(tc, small_file_keeps_a_copy_equal_to_the_file);
+    tcase_add_test(tc, no_copy_above_the_threshold_or_when_disabled);
+    tcase_add_test(tc, no_copy_once_the_total_bound_is_reached);
+    tcase_add_test(tc, changed_file_gets_a_new_copy_after_the_interval);
+    tcase_add_test(tc, replaced_entry_keeps_its_copy_while_referenced);
     suite_add_tcase(s, tc);
     tcase_add_checked_fixture(ts, setup, teardown);
     tcase_set_timeout(ts, 30);
