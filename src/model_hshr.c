@@ -70,6 +70,7 @@
 #include "job_queue_internal.h"
 #include "model_internal.h"
 #include "model_reactive_internal.h"
+#include "role_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -81,16 +82,13 @@ struct hshr_job {
     unsigned events; /* CR_EV_* */
 };
 
-/* One thread's role and counters. Written by its thread with relaxed atomic
- * stores, read by stats() with relaxed loads: statistics, order nothing. */
+/* One thread: a worker or the listener. */
 struct hshr_thread {
     struct cr_model *m;
     unsigned idx;
     pthread_t thread;
-    int role;
-    uint64_t role_since_ns;
-    uint64_t events;
-    uint64_t role_ns[CR_ROLE_COUNT];
+    /* Written by this thread, read by stats (role_internal.h). */
+    struct cr__role_clock clock;
 };
 
 struct cr_model {
@@ -116,36 +114,6 @@ struct cr_model {
  * each worker; 0 on other threads. */
 static __thread unsigned tl_worker;
 
-/* Moves t to role, charging the time since its last change to the old one. */
-static void set_role(struct hshr_thread *t, enum cr_role role)
-{
-    uint64_t now = cr_clock_now_ns();
-    int old = __atomic_load_n(&t->role, __ATOMIC_RELAXED);
-    uint64_t since = __atomic_load_n(&t->role_since_ns, __ATOMIC_RELAXED);
-
-    if (since != 0)
-        __atomic_store_n(&t->role_ns[old], t->role_ns[old] + (now - since), __ATOMIC_RELAXED);
-    __atomic_store_n(&t->role_since_ns, now, __ATOMIC_RELAXED);
-    __atomic_store_n(&t->role, (int)role, __ATOMIC_RELAXED);
-}
-
-static void count_event(struct hshr_thread *t)
-{
-    __atomic_store_n(&t->events, t->events + 1, __ATOMIC_RELAXED);
-}
-
-static void read_thread(const struct hshr_thread *t, struct cr_worker_stats *w, uint64_t now)
-{
-    uint64_t since = __atomic_load_n(&t->role_since_ns, __ATOMIC_RELAXED);
-
-    w->role = (enum cr_role)__atomic_load_n(&t->role, __ATOMIC_RELAXED);
-    w->events = __atomic_load_n(&t->events, __ATOMIC_RELAXED);
-    for (int i = 0; i < CR_ROLE_COUNT; i++)
-        w->role_ns[i] = __atomic_load_n(&t->role_ns[i], __ATOMIC_RELAXED);
-    if (since != 0 && now > since)
-        w->role_ns[w->role] += now - since;
-}
-
 static bool is_immediate(const struct cr_model *m)
 {
     return __atomic_load_n(&m->immediate, __ATOMIC_RELAXED) != 0;
@@ -160,17 +128,17 @@ static void *worker_main(void *arg)
     struct hshr_job job;
 
     tl_worker = t->idx;
-    set_role(t, CR_ROLE_IDLE);
+    cr__role_set(&t->clock, CR_ROLE_IDLE);
     /* Fails only once the queue is closed and drained. */
     while (cr__job_queue_pop(m->jobs, &job) == 0) {
         if (is_immediate(m))
             continue; /* cr__reactive_destroy closes its connection */
-        set_role(t, CR_ROLE_PROCESSING);
-        count_event(t);
+        cr__role_set(&t->clock, CR_ROLE_PROCESSING);
+        cr__role_event(&t->clock);
         cr__reactive_handle(job.rc, job.events);
-        set_role(t, CR_ROLE_IDLE);
+        cr__role_set(&t->clock, CR_ROLE_IDLE);
     }
-    set_role(t, CR_ROLE_STOPPED);
+    cr__role_set(&t->clock, CR_ROLE_STOPPED);
     return NULL;
 }
 
@@ -179,7 +147,7 @@ static void *listener_main(void *arg)
     struct hshr_thread *t = arg;
     struct cr_model *m = t->m;
 
-    set_role(t, CR_ROLE_LISTENER);
+    cr__role_set(&t->clock, CR_ROLE_LISTENER);
     /* An immediate stop also stops the reactor, but may not have yet. */
     while (!cr_reactor_is_stopped(m->r) && !is_immediate(m)) {
         struct cr_reactor_event ev;
@@ -194,11 +162,11 @@ static void *listener_main(void *arg)
         }
         if (n == 0)
             continue; /* a wake-up: stop, or a registration */
-        count_event(t);
+        cr__role_event(&t->clock);
         /* Accepts and timers run here; a connection goes to defer_conn. */
         cr_reactor_dispatch(m->r, &ev);
     }
-    set_role(t, CR_ROLE_STOPPED);
+    cr__role_set(&t->clock, CR_ROLE_STOPPED);
     /* Workers handle (or, immediate, drop) what is queued, then leave. */
     cr__job_queue_close(m->jobs);
     return NULL;
@@ -375,7 +343,7 @@ static unsigned hshr_stats(const struct cr_model *m, struct cr_server_stats *st,
     if (st != NULL)
         st->queue_depth = cr__job_queue_depth(m->jobs);
     for (unsigned i = 0; i < n && i < max; i++)
-        read_thread(&m->threads[i], &workers[i], now);
+        cr__role_read(&m->threads[i].clock, now, &workers[i]);
     return n;
 }
 

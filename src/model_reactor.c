@@ -14,6 +14,7 @@
 
 #include "model_internal.h"
 #include "model_reactive_internal.h"
+#include "role_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,24 +31,9 @@ struct cr_model {
     bool started;
     bool joined;
 
-    /* Written by the loop thread, read by stats: relaxed atomics. */
-    int role;
-    uint64_t events;
-    uint64_t role_since;
-    uint64_t role_ns[CR_ROLE_COUNT];
+    /* Written by the loop thread, read by stats (role_internal.h). */
+    struct cr__role_clock clock;
 };
-
-/* Moves the loop thread to role, charging the time to the previous one. */
-static void set_role(struct cr_model *m, enum cr_role role)
-{
-    uint64_t now = cr_clock_now_ns();
-    int old = __atomic_load_n(&m->role, __ATOMIC_RELAXED);
-    uint64_t since = __atomic_load_n(&m->role_since, __ATOMIC_RELAXED);
-
-    __atomic_fetch_add(&m->role_ns[old], now - since, __ATOMIC_RELAXED);
-    __atomic_store_n(&m->role_since, now, __ATOMIC_RELAXED);
-    __atomic_store_n(&m->role, (int)role, __ATOMIC_RELAXED);
-}
 
 static void *loop(void *arg)
 {
@@ -57,7 +43,7 @@ static void *loop(void *arg)
         struct cr_reactor_event ev;
         int n;
 
-        set_role(m, CR_ROLE_LISTENER);
+        cr__role_set(&m->clock, CR_ROLE_LISTENER);
         n = cr_reactor_next(m->r, -1, &ev);
         if (n < 0) {
             CR_LOG(CR_LOG_ERROR, "reactor model: waiting for events: %s", strerror(-n));
@@ -65,11 +51,11 @@ static void *loop(void *arg)
         }
         if (n == 0)
             continue;
-        set_role(m, CR_ROLE_PROCESSING);
-        __atomic_fetch_add(&m->events, 1, __ATOMIC_RELAXED);
+        cr__role_set(&m->clock, CR_ROLE_PROCESSING);
+        cr__role_event(&m->clock);
         cr_reactor_dispatch(m->r, &ev);
     }
-    set_role(m, CR_ROLE_STOPPED);
+    cr__role_set(&m->clock, CR_ROLE_STOPPED);
     return NULL;
 }
 
@@ -92,8 +78,7 @@ static int reactor_create(struct cr_model **out, const struct cr_model_env *env)
     if (m == NULL)
         return -ENOMEM;
     m->env = env;
-    m->role = CR_ROLE_IDLE;
-    m->role_since = cr_clock_now_ns();
+    cr__role_set(&m->clock, CR_ROLE_IDLE); /* idle from create to start */
     err = cr_reactor_create(&m->r, &rcfg);
     if (err < 0)
         goto out_free;
@@ -155,20 +140,8 @@ static unsigned reactor_stats(const struct cr_model *m, struct cr_server_stats *
                               struct cr_worker_stats *workers, unsigned max)
 {
     CR_UNUSED(st);
-    if (max >= 1) {
-        struct cr_worker_stats *w = &workers[0];
-        int role = __atomic_load_n(&m->role, __ATOMIC_RELAXED);
-        uint64_t since = __atomic_load_n(&m->role_since, __ATOMIC_RELAXED);
-        uint64_t now = cr_clock_now_ns();
-
-        memset(w, 0, sizeof(*w));
-        w->role = (enum cr_role)role;
-        w->events = __atomic_load_n(&m->events, __ATOMIC_RELAXED);
-        for (int i = 0; i < CR_ROLE_COUNT; i++)
-            w->role_ns[i] = __atomic_load_n(&m->role_ns[i], __ATOMIC_RELAXED);
-        if (now > since)
-            w->role_ns[role] += now - since;
-    }
+    if (max >= 1)
+        cr__role_read(&m->clock, cr_clock_now_ns(), &workers[0]);
     return 1;
 }
 

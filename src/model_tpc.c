@@ -51,6 +51,7 @@
 #include "job_queue_internal.h"
 #include "model_internal.h"
 #include "os/sync_internal.h"
+#include "role_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -71,12 +72,9 @@ struct tpc_slot {
      * stop to shut down. */
     struct cr_conn *conn;
 
-    /* Written by the slot's thread with relaxed atomic stores, read by
-     * stats() with relaxed loads: statistics, order nothing. */
-    int role;
-    uint64_t role_since_ns;
-    uint64_t events; /* connections served */
-    uint64_t role_ns[CR_ROLE_COUNT];
+    /* Written by the slot's thread, read by stats (role_internal.h);
+     * its events are the connections served. */
+    struct cr__role_clock clock;
 };
 
 struct cr_model {
@@ -108,32 +106,6 @@ struct cr_model {
      * the driver at least every 100 ms. Relaxed atomics. */
     volatile int stop;
 };
-
-/* ------------------------------------------------------------------ roles */
-
-static void set_role(struct tpc_slot *s, enum cr_role role)
-{
-    uint64_t now = cr_clock_now_ns();
-    int old = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
-    uint64_t since = __atomic_load_n(&s->role_since_ns, __ATOMIC_RELAXED);
-
-    if (since != 0)
-        __atomic_store_n(&s->role_ns[old], s->role_ns[old] + (now - since), __ATOMIC_RELAXED);
-    __atomic_store_n(&s->role_since_ns, now, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->role, (int)role, __ATOMIC_RELAXED);
-}
-
-static void read_slot(const struct tpc_slot *s, struct cr_worker_stats *w, uint64_t now)
-{
-    uint64_t since = __atomic_load_n(&s->role_since_ns, __ATOMIC_RELAXED);
-
-    w->role = (enum cr_role)__atomic_load_n(&s->role, __ATOMIC_RELAXED);
-    w->events = __atomic_load_n(&s->events, __ATOMIC_RELAXED);
-    for (int i = 0; i < CR_ROLE_COUNT; i++)
-        w->role_ns[i] = __atomic_load_n(&s->role_ns[i], __ATOMIC_RELAXED);
-    if (since != 0 && now > since)
-        w->role_ns[w->role] += now - since;
-}
 
 /* ----------------------------------------------------------- connections */
 
@@ -181,13 +153,13 @@ static void serve(struct tpc_slot *s, struct cr_conn *c)
         s->conn = c;
     cr_mutex_unlock(&m->lock);
     if (!immediate) {
-        set_role(s, CR_ROLE_PROCESSING);
-        __atomic_store_n(&s->events, s->events + 1, __ATOMIC_RELAXED);
+        cr__role_set(&s->clock, CR_ROLE_PROCESSING);
+        cr__role_event(&s->clock);
         cr__conn_serve_blocking(c, s->idx, &m->stop);
         cr_mutex_lock(&m->lock);
         s->conn = NULL;
         cr_mutex_unlock(&m->lock);
-        set_role(s, CR_ROLE_IDLE);
+        cr__role_set(&s->clock, CR_ROLE_IDLE);
     }
     close_conn(m, c);
     release_busy(m);
@@ -198,11 +170,11 @@ static void *slot_main(void *arg)
     struct tpc_slot *s = arg;
     struct cr_conn *c;
 
-    set_role(s, CR_ROLE_IDLE);
+    cr__role_set(&s->clock, CR_ROLE_IDLE);
     /* Fails only once the queue is closed and drained. */
     while (cr__job_queue_pop(s->m->jobs, &c) == 0)
         serve(s, c);
-    set_role(s, CR_ROLE_STOPPED);
+    cr__role_set(&s->clock, CR_ROLE_STOPPED);
     return NULL;
 }
 
@@ -452,7 +424,7 @@ static unsigned tpc_stats(const struct cr_model *m, struct cr_server_stats *st,
     n = mm->nthreads;
     cr_mutex_unlock(&mm->lock);
     for (unsigned i = 0; i < n && i < max; i++)
-        read_slot(&m->slots[i], &workers[i], now);
+        cr__role_read(&m->slots[i].clock, now, &workers[i]);
     return n;
 }
 
