@@ -15,7 +15,8 @@
  * structure and the reactors its threads lead. shared_followers false gives a
  * group per reactor (threads split evenly); true gives one group leading every
  * reactor (the "multiple leaders" variant): a rejoining thread leads any
- * leaderless reactor, a promoted follower leads the reactor its promoter left.
+ * leaderless reactor it may take (see below), a woken follower the reactor
+ * it was woken for, or another it may take if that one was taken meanwhile.
  *
  * Promotion orders. native, lifo, fifo and priority are monitors (POSA2
  * implementation activities 3-5): the group lock guards the group's follower
@@ -27,62 +28,133 @@
  *   lifo     followers wait on their own slot's condition variable (with the
  *   fifo     group lock), linked in a list: pushed at the head (lifo), the
  *   priority tail (fifo) or in priority order (highest first; among equal
- *            priorities the most recent first). Promote = pop the head and hand
- *            it the reactor directly (lead[r] = it, it.promoted = r), so no
- *            rejoining thread can take the turn it was given. Hence: a reactor
- *            is leaderless only while the group has no follower.
- *   lifo-lockfree  the Apache leader MPM design, without its "pending" state;
+ *            priorities the most recent first). Promote = mark the reactor
+ *            leaderless, unlink the first follower, record it as the
+ *            reactor's pending follower and wake it (offer_turn) - unless a
+ *            pending follower is on its way to that reactor already: then
+ *            nobody more is woken. The woken follower leads if the reactor
+ *            is still leaderless when it runs. A thread that rejoins before
+ *            that takes the turn if the order would have chosen it over the
+ *            pending follower had it been parked: lifo always (it ran last),
+ *            priority unless the pending follower outranks it, fifo never
+ *            (the pending follower waited longer). A follower that finds its
+ *            turn taken parks again: lifo and priority like a newcomer (it
+ *            has just run), fifo back at the head (it still waited longest).
+ *   lifo-lockfree  the Apache leader MPM design with the lifo rule above;
  *            see below.
+ * So, for the turn a leader gives up while followers are parked, each order
+ * guarantees who takes it: lifo, the follower that parked last when the turn
+ * is offered, unless a thread rejoins before that follower runs (then the
+ * rejoining thread: the most recently active thread leads); fifo, the
+ * follower that has waited longest, always (a rejoining thread queues behind
+ * it); priority, the highest-priority follower when the turn is offered,
+ * unless a thread of at least its priority rejoins before it runs; native,
+ * whichever thread the OS lets take the lock first. With no follower parked,
+ * the first thread to rejoin leads, under every order.
+ *
+ * Why not hand the reactor to the woken follower directly (lead[r] = it,
+ * as this file did before, and as POSA2 and the Apache design do): under
+ * load that costs a wake and a park on every event. The thread that has just
+ * processed an event comes back, running and cache-warm, to find the reactor
+ * held by a follower that is not running yet, so it parks; the next event
+ * wakes a follower again. bench/pools (64 clients, 4 threads, 2 cores)
+ * measured about 1 context switch per request for lifo, fifo, priority and
+ * lifo-lockfree against native's 0.16-0.25, and 65-70% of native's
+ * throughput. Letting the running thread lead, and waking nobody while a
+ * woken follower is on its way, brings lifo, priority and lifo-lockfree to
+ * 0.13-0.15 switches per request and native's throughput or more. The
+ * price: a wake can be in vain (the woken follower parks again), and with
+ * one client, where the leader comes back about when the follower it woke
+ * would run, lifo takes its turn back about half the time: its p50 rose from
+ * 8.6 us to 9.5-12.5, native's level (priority stays at 8.6: its rejoining
+ * thread is often outranked). Variants tried and measured: forbidding a
+ * leader to take back the turn it has just offered kept 8.6 us but doubled
+ * or tripled the context switches under load; deferring to a woken follower
+ * that already runs (lifo-lockfree) changed nothing, in the races lost it
+ * has not run yet; taking a turn back only while another thread processes
+ * was inconclusive within the noise of a shared 2-core machine.
+ * fifo keeps its meaning, so its hand-off stays strict and it pays the wake
+ * per event (0.8-0.9 switches per request).
+ * What is not traded is promptness: the wake is sent when the leader gives
+ * its turn up, before it dispatches, so a handler that blocks (a database
+ * commit) never makes its reactor wait for a processing thread to come back
+ * (the hand-over invariant below; I3 for lifo-lockfree).
+ *
+ * Hand-over invariant (mutex orders): each reactor r has a leader, or a
+ * pending follower (woken, so runnable, and it re-checks r when it runs),
+ * or its group has no parked follower. unlead_locked restores it through
+ * offer_turn; a rejoining thread parks only when every leaderless reactor it
+ * could lead has a pending follower; a pending follower stops being one only
+ * under the group lock, leading r if r is free; and nothing else makes a
+ * reactor leaderless. Hence, while followers are parked, a reactor whose
+ * leader dispatches a handler that blocks is led again as soon as one woken
+ * thread runs (test: parked_follower_takes_over_while_a_handler_blocks).
  *
  * The lock-free order. One 64-bit word per group, changed only by CAS:
  *
  *     bits 63..32  tag, +1 on every successful CAS
  *     bit  31      LEADER: the group's reactor has a leader (the "baton")
- *     bits 30..0   top of the idle stack: slot index + 1, 0 = empty
+ *     bit  30      PENDING: a thread is on its way to the baton (the "wake
+ *                  token"): a popper resolving a slot, or a woken slot
+ *     bits 29..0   top of the idle stack: slot index + 1, 0 = empty
  *
  * plus, per slot, the stack link lf_next (index + 1) and a state: RUNNING (not
  * on the stack), IDLE (on the stack, its thread asleep on its own mutex and
  * condvar: the only locks on this path, each used by one thread and its
  * waker), LEFT (on the stack, but its thread went away: notified, timed out
- * or stopping) and PROMOTED (popped and given the leadership). A rejoining
- * thread either sets LEADER on a word without it (and leads), or pushes
- * itself on a word with it (and sleeps). A leader giving up its turn pops the
- * top idle slot keeping LEADER set, or, when the stack is empty, clears LEADER
- * in the same CAS. A popped slot is resolved with a CAS on its state: IDLE ->
- * PROMOTED (wake it: it leads) or LEFT -> RUNNING (skip it, pop again). A
- * thread whose slot is LEFT re-parks it with LEFT -> IDLE instead of pushing
- * it twice; exactly one of that CAS and the popper's wins.
+ * or stopping) and PROMOTED (popped and woken: it holds PENDING). A rejoining
+ * thread either sets LEADER on a word without it (and leads; a PENDING set
+ * stays its holder's), or pushes itself on a word with it (and sleeps). A
+ * leader giving up its turn clears LEADER; if PENDING is clear and the stack
+ * is not empty, the same CAS pops the top slot and sets PENDING. The popper
+ * resolves the popped slot with a CAS on its state: IDLE -> PROMOTED (wake
+ * it; PENDING is now its) or LEFT -> RUNNING (skip it; pop the next while
+ * LEADER stays clear, or drop PENDING once the stack is empty or LEADER is
+ * set). A woken slot, once it runs, sets LEADER and clears PENDING (it
+ * leads) or, finding LEADER set by a rejoining thread, pushes itself back on
+ * top and clears PENDING, in one CAS. A thread whose slot is LEFT re-parks it
+ * with LEFT -> IDLE instead of pushing it twice; exactly one of that CAS and
+ * the popper's wins (it does not look for a free baton then: the stack is not
+ * empty, so LEADER or PENDING is set, I2, and their holders see to it).
  *
  * Proof sketch (lock-free order):
  *  I1 At most one leader per reactor. The baton is the LEADER bit: it is set
- *     by a CAS that saw it clear (one winner), and passed on only by its
- *     holder - popping a slot keeps it set and gives it to that slot, which
- *     leads only after a successful IDLE -> PROMOTED; clearing it ends the
- *     turn. Every thread that calls cr_reactor_next holds the baton (checked
- *     at run time: move_lead's CAS on lead[r] asserts).
- *  I2 LEADER clear => the stack is empty, in every state of the word. Pushes
- *     need LEADER set; the CAS that clears LEADER requires top == 0. So a
- *     thread finishing concurrently cannot push itself believing a leader
- *     exists when none does: the leader's final CAS and its push are ordered
- *     on the one word, and whichever comes second sees the other's result
- *     (the "pending" race of the Apache design, closed with no spinning).
- *  I3 No follower is stranded. While the stack is non-empty LEADER is set
- *     (I2), so some thread holds the baton: a leader (it gives the baton up
- *     after its next event, or on stop, timeout or notify, always through
- *     unlead_lockfree, which pops until it promotes an IDLE slot or clears
- *     LEADER on an empty stack), a popper resolving a slot (the same loop),
- *     or a PROMOTED slot whose thread was signalled under its own mutex after
- *     the state changed (no lost wake-up: the sleeper re-checks the state
- *     under that mutex). LEFT slots are skipped, so a follower that went away
- *     never holds a baton. Stop wakes every slot and every reactor.
+ *     only by a CAS that saw it clear (one winner: a rejoining thread or a
+ *     woken slot) and cleared only by its holder when its turn ends. Every
+ *     thread that calls cr_reactor_next holds the baton (checked at run
+ *     time: move_lead's CAS on lead[r] asserts).
+ *  I2 LEADER and PENDING both clear => the stack is empty, in every state of
+ *     the word. A push needs LEADER set and keeps it; the CASes that can
+ *     leave both clear need top == 0 (a leader that finds PENDING clear and
+ *     the stack not empty pops instead, setting PENDING; PENDING's holder
+ *     drops it with LEADER clear only on an empty stack). So a thread
+ *     finishing concurrently cannot push itself believing someone will come
+ *     when nobody will: the CASes on the one word are ordered, and whichever
+ *     comes second sees the other's result (the "pending" race of the
+ *     Apache design, closed with no spinning).
+ *  I3 No follower is stranded, and no turn waits for a processing thread.
+ *     While the stack is not empty, LEADER or PENDING is set (I2). LEADER's
+ *     holder gives it up after its next event, or on stop, timeout or
+ *     notify, always through unlead_lockfree, which pops (taking PENDING) or
+ *     leaves the stack to PENDING's holder. PENDING's holder is a running
+ *     popper (pass_pending: each step wakes an IDLE slot, removes a LEFT
+ *     one, or drops PENDING under a set LEADER or on an empty stack), or a
+ *     PROMOTED slot whose thread was signalled after its state changed (no
+ *     lost wake-up: the waker takes the sleeper's mutex, under which the
+ *     sleeper checks its state) and, once running, leads or pushes itself
+ *     under a set LEADER. So a turn given up while followers sleep is taken
+ *     by a thread that is runnable, never one inside a handler. LEFT slots
+ *     are skipped, so a follower that went away never holds a token. Stop
+ *     wakes every slot and every reactor.
  *  I4 No ABA. A popper reads top and top's lf_next, then CASes. Were top
  *     popped and pushed again meanwhile (with another lf_next), each of those
  *     changes was a successful CAS that incremented the tag, so the popper's
- *     CAS fails and it retries; likewise a push or a LEADER change over a word
+ *     CAS fails and it retries; likewise a push or a flag change over a word
  *     that went A -> B -> A. The 32-bit tag would have to wrap exactly (2^32
- *     successful CAS) inside one load-CAS window. (Here only the baton holder
- *     pops, so that interleaving cannot even be built today; the tag keeps
- *     the word safe without leaning on that.)
+ *     successful CAS) inside one load-CAS window. (Here only PENDING's holder
+ *     pops - a leader pops only in the CAS that sets PENDING - so that
+ *     interleaving cannot even be built today; the tag keeps the word safe
+ *     without leaning on that.)
  *
  * Only one reactor per lock-free group: lifo-lockfree with several reactors
  * needs shared_followers false (one word per group); shared_followers true is
@@ -94,15 +166,19 @@
  * notifier sets w->done, then wakes the waiting thread where it is: its own
  * condvar (the group condvar, broadcast, for native) if it follows, its
  * reactor (cr_reactor_wake) if it leads; a processing thread sees done when
- * it comes back. done (seq_cst store, then seq_cst load of `leading`) and a
- * leader's `leading` (seq_cst store, then seq_cst load of done) form a Dekker
- * pair: the leader sees done, or the notifier sees it leading and wakes the
- * reactor. A leader whose frame ends gives up its turn like after an event.
+ * it comes back, and so does a follower already woken for a turn, once it
+ * has taken or lost that turn. done (seq_cst store, then seq_cst load of
+ * `leading`) and a leader's `leading` (seq_cst store, then seq_cst load of
+ * done) form a Dekker pair: the leader sees done, or the notifier sees it
+ * leading and wakes the reactor. A leader whose frame ends gives up its turn
+ * like after an event.
  *
  * Lock order: a group lock, or (lock-free order) a slot's mutex, then a
  * reactor's lock (cr_reactor_wake and the reactor calls are leaf-locked).
  * Group locks and slot mutexes are never held together, nor two of either,
- * and none is held while a handler runs or while cr_reactor_next waits.
+ * and none is held while a handler runs or while cr_reactor_next waits. A
+ * follower woken for a turn is signalled after the lock that published the
+ * turn is released, so that it does not wake only to block on that lock.
  * Callers may hold their own locks around cr_lf_pool_notify and
  * cr_lf_pool_stop (the bound pool does): ours come after theirs.
  *
@@ -131,8 +207,10 @@
 #define MAX_THREADS 65536
 
 /* The lock-free group word. */
-#define LF_TOP_MASK UINT64_C(0x7fffffff)
+#define LF_TOP_MASK UINT64_C(0x3fffffff)
+#define LF_PENDING  (UINT64_C(1) << 30)
 #define LF_LEADER   (UINT64_C(1) << 31)
+#define LF_FLAGS    (LF_LEADER | LF_PENDING)
 #define LF_TAG_ONE  (UINT64_C(1) << 32)
 
 enum order {
@@ -186,7 +264,7 @@ struct lf_slot {
     uint32_t prev; /* follower list links: slot index + 1, 0 = none */
     uint32_t next;
     bool parked;  /* waiting as a follower (listed, or counted in g->parked) */
-    int promoted; /* reactor handed over by a promoter, NO_SLOT: none */
+    int promoted; /* pending: woken for this reactor (unlisted), NO_SLOT: not */
 
     /* Atomic. The reactor this slot's thread leads, or -1: seq_cst store by
      * the thread, seq_cst load by cr_lf_pool_notify (the Dekker pair with
@@ -197,7 +275,7 @@ struct lf_slot {
      * IDLE -> PROMOTED and LEFT -> RUNNING by a popper, IDLE -> LEFT and
      * LEFT -> IDLE by the thread, all acq_rel CAS pairing with one another;
      * PROMOTED -> RUNNING by the thread (relaxed: nobody else looks at a
-     * popped slot). */
+     * popped slot), before it leads or pushes itself again. */
     uint32_t state;
     /* Atomic (lock-free order): the slot below on the idle stack. Relaxed:
      * written before the push CAS (release), read after an acquire load of
@@ -232,7 +310,8 @@ struct lf_group {
     uint32_t tail;
     unsigned parked; /* followers waiting */
 
-    /* Atomic, relaxed: a statistic. */
+    /* Atomic, relaxed: a statistic. Followers woken for a turn (native:
+     * signals sent while followers were parked); some find it taken. */
     uint64_t promotions;
 } __attribute__((aligned(CACHE_LINE)));
 
@@ -242,6 +321,9 @@ struct lf_group {
  * per reactor". Read by cr_lf_pool_stats (relaxed). */
 struct lf_lead {
     int slot;
+    /* Protected by the group lock (lifo, fifo, priority): the follower woken
+     * to take r that has not run yet, or NO_SLOT. */
+    int pending;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct cr_lf_pool {
@@ -412,14 +494,20 @@ static void fail(struct cr_lf_pool *p, int err)
 
 /* ------------------------------------------------------------------ mutex orders */
 
-/* Links s into g's follower list by the pool's order. Caller holds g->lock. */
-static void list_insert(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *s)
+/*
+ * Links s into g's follower list by the pool's order: lifo at the head, fifo
+ * at the tail, priority before the first follower it does not outrank (among
+ * equals the most recent first). `again`: s was woken to lead but found its
+ * turn taken; fifo puts it back at the head, where it was (the others place
+ * it as a newcomer: it has just run). Caller holds g->lock.
+ */
+static void list_insert(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *s, bool again)
 {
     uint32_t id = s->idx + 1;
     uint32_t before = 0; /* s goes before this slot; 0: at the tail */
 
     cr_mutex_assert_held(&g->lock);
-    if (p->order == ORDER_LIFO) {
+    if (p->order == ORDER_LIFO || (p->order == ORDER_FIFO && again)) {
         before = g->head;
     } else if (p->order == ORDER_PRIORITY) {
         /* O(followers), but followers are threads: a handful. */
@@ -455,17 +543,36 @@ static void list_remove(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot
     s->next = 0;
 }
 
-/* A reactor of g without a leader, looked for from s's own, or -1. Caller
- * holds g->lock. */
+/*
+ * Whether rejoining thread s may take a leaderless reactor whose turn was
+ * offered to the woken follower f: when the order would have chosen s over f
+ * had s been parked then. lifo: always (s ran last); priority: unless f
+ * outranks s (ties: s, the more recent); fifo: never (f waited longer).
+ */
+static bool is_ahead_of(const struct cr_lf_pool *p, const struct lf_slot *s,
+                        const struct lf_slot *f)
+{
+    if (p->order == ORDER_LIFO)
+        return true;
+    if (p->order == ORDER_PRIORITY)
+        return s->priority >= f->priority;
+    return false;
+}
+
+/* A reactor of g that s may lead now, looked for from s's own, or -1: one
+ * without a leader whose pending follower, if any, s is ahead of. native
+ * has no pending followers. Caller holds g->lock. */
 static int find_leaderless(const struct cr_lf_pool *p, const struct lf_group *g,
                            const struct lf_slot *s)
 {
     cr_mutex_assert_held(&g->lock);
     for (unsigned k = 0; k < g->count; k++) {
         unsigned r = g->first + (s->idx + k) % g->count;
+        int f = p->lead[r].pending;
 
         /* Relaxed: mutex orders change lead[] only under g->lock, held. */
-        if (__atomic_load_n(&p->lead[r].slot, __ATOMIC_RELAXED) == NO_SLOT)
+        if (__atomic_load_n(&p->lead[r].slot, __ATOMIC_RELAXED) == NO_SLOT &&
+            (f == NO_SLOT || is_ahead_of(p, s, &p->slots[f])))
             return (int)r;
     }
     return -1;
@@ -485,24 +592,65 @@ static void unpark(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *s)
 }
 
 /*
- * Rejoins the group (implementation activity 4): leads a leaderless reactor
- * at once, else waits as a follower until promoted or the frame ends. STAY
- * with *r_out when the thread now leads, else why the frame ends.
+ * Offers leaderless reactor r to the first follower in order, unless one is
+ * on its way to it already: unlinks it, marks it pending for r and wakes it.
+ * Restores "r has a leader, or a pending follower, or g has no parked
+ * follower" (the hand-over invariant, see the top of the file). Returns the
+ * slot to signal after the lock is released, or NULL. Caller holds g->lock.
+ */
+static struct lf_slot *offer_turn(struct cr_lf_pool *p, struct lf_group *g, unsigned r)
+{
+    struct lf_slot *f = slot_at(p, g->head);
+
+    cr_mutex_assert_held(&g->lock);
+    if (p->lead[r].pending != NO_SLOT || f == NULL)
+        return NULL;
+    unpark(p, g, f);
+    f->promoted = (int)r;
+    p->lead[r].pending = (int)f->idx;
+    __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
+    return f;
+}
+
+/* Wakes a follower offer_turn chose. Outside the group lock, so that the
+ * woken thread does not run only to block on it; safe because f re-checks
+ * `promoted` under the lock before each wait. */
+static void wake_pending(struct lf_slot *f)
+{
+    if (f != NULL)
+        signal_one(&f->cv);
+}
+
+/*
+ * Rejoins the group (implementation activity 4): leads a reactor it may take
+ * at once, else waits as a follower until woken for a turn that is still
+ * free, or the frame ends. STAY with *r_out when the thread now leads, else
+ * why the frame ends.
  */
 static int follow_locked(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f,
                          unsigned *r_out)
 {
     struct lf_group *g = &p->groups[s->group];
+    bool again = false;
     int reason;
     int r;
 
     cr_mutex_lock(&g->lock);
     for (;;) {
         if (s->promoted != NO_SLOT) {
-            /* Handed over by a promoter (already unlinked, lead[r] set). */
+            /* Woken for reactor r (already unlinked). A thread the order
+             * puts ahead of us may have taken it meanwhile: then we are a
+             * follower again, and park again below. */
             r = s->promoted;
             s->promoted = NO_SLOT;
-            break;
+            assert(p->lead[r].pending == (int)s->idx);
+            p->lead[r].pending = NO_SLOT;
+            again = true;
+            /* Relaxed: lead[] changes only under g->lock, held. */
+            if (__atomic_load_n(&p->lead[r].slot, __ATOMIC_RELAXED) == NO_SLOT) {
+                move_lead(p, (unsigned)r, NO_SLOT, (int)s->idx);
+                break;
+            }
         }
         reason = leave_reason(p, f);
         if (reason != STAY)
@@ -517,7 +665,7 @@ static int follow_locked(struct cr_lf_pool *p, struct lf_slot *s, const struct f
             if (p->order == ORDER_NATIVE)
                 g->parked++;
             else
-                list_insert(p, g, s);
+                list_insert(p, g, s, again);
             /* After parking: a FOLLOWER seen in the stats is in the structure. */
             set_role(s, CR_ROLE_FOLLOWER);
         }
@@ -535,42 +683,39 @@ out_leave:
     unpark(p, g, s);
     /* native: a signal meant as a promotion may have woken us (or been taken
      * with a timeout); pass it on so no reactor stays leaderless while others
-     * sleep. The explicit orders hand over directly: nothing to pass. */
+     * sleep. The other orders never leave while pending (a pending turn is
+     * resolved first, above): nothing to pass on. */
     if (p->order == ORDER_NATIVE && g->parked > 0 && find_leaderless(p, g, s) >= 0)
         signal_one(&g->cv);
     cr_mutex_unlock(&g->lock);
     return reason;
 }
 
-/* Ends s's turn as leader of r: promotes a follower (activity 5) or marks r
- * leaderless. */
+/* Ends s's turn as leader of r (activity 5): marks r leaderless and wakes a
+ * follower to take it, unless one is on its way (see the top of the file). */
 static void unlead_locked(struct cr_lf_pool *p, struct lf_slot *s, unsigned r)
 {
     struct lf_group *g = &p->groups[s->group];
-    struct lf_slot *f;
+    struct lf_slot *f = NULL;
 
     cr_mutex_lock(&g->lock);
     /* seq_cst: see the Dekker pair; the lock orders it against notify too. */
     __atomic_store_n(&s->leading, -1, __ATOMIC_SEQ_CST);
+    move_lead(p, r, (int)s->idx, NO_SLOT);
     if (p->order == ORDER_NATIVE) {
-        move_lead(p, r, (int)s->idx, NO_SLOT);
         if (g->parked > 0) {
             signal_one(&g->cv);
             __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
         }
-    } else if ((f = slot_at(p, g->head)) != NULL) {
-        unpark(p, g, f);
-        f->promoted = (int)r;
-        move_lead(p, r, (int)s->idx, (int)f->idx);
-        signal_one(&f->cv);
-        __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
     } else {
-        move_lead(p, r, (int)s->idx, NO_SLOT);
+        f = offer_turn(p, g, r);
     }
     cr_mutex_unlock(&g->lock);
+    wake_pending(f);
 }
 
-/* Wakes s if it follows, to re-check its frame. */
+/* Wakes s if it follows, to re-check its frame. A pending follower needs
+ * nothing: it was woken, and checks its frame once it has resolved its turn. */
 static void kick_locked(struct cr_lf_pool *p, struct lf_slot *s)
 {
     struct lf_group *g = &p->groups[s->group];
@@ -588,13 +733,14 @@ static void kick_locked(struct cr_lf_pool *p, struct lf_slot *s)
 
 /* ------------------------------------------------------------------ lock-free order */
 
-/* The next word after old: tag + 1, the given LEADER bit and top. */
-static uint64_t word_next(uint64_t old, bool leader, uint64_t top)
+/* The next word after old: tag + 1, the given LEADER and PENDING bits, top. */
+static uint64_t word_next(uint64_t old, uint64_t flags, uint64_t top)
 {
-    uint64_t tag = (old & ~(LF_TOP_MASK | LF_LEADER)) + LF_TAG_ONE; /* wraps */
+    uint64_t tag = (old & ~(LF_TOP_MASK | LF_FLAGS)) + LF_TAG_ONE; /* wraps */
 
     assert(top <= LF_TOP_MASK);
-    return tag | (leader ? LF_LEADER : 0) | top;
+    assert((flags & ~LF_FLAGS) == 0);
+    return tag | flags | top;
 }
 
 static bool cas_word(struct lf_group *g, uint64_t *old, uint64_t new)
@@ -605,13 +751,44 @@ static bool cas_word(struct lf_group *g, uint64_t *old, uint64_t new)
                                        __ATOMIC_ACQUIRE);
 }
 
+/*
+ * Takes LEADER if it is clear (true: s leads), else pushes s on the idle
+ * stack (false: s must sleep). `pending`: s holds PENDING (a woken slot),
+ * which either CAS gives up. Slot s is RUNNING, off the stack.
+ */
+static bool lead_or_push(struct lf_group *g, struct lf_slot *s, bool pending)
+{
+    /* acquire pairs with the last CAS on the word (see cas_word). */
+    uint64_t old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
+
+    for (;;) {
+        uint64_t top = old & LF_TOP_MASK;
+        /* What stays set besides our change: a rejoining thread leaves a
+         * woken slot's PENDING alone; a woken slot drops its own. */
+        uint64_t keep = pending ? 0 : (old & LF_PENDING);
+
+        assert(!pending || (old & LF_PENDING) != 0);
+        if ((old & LF_LEADER) == 0) {
+            /* I2: no baton and nobody on the way => nobody on the stack. */
+            assert((old & LF_PENDING) != 0 || top == 0);
+            if (cas_word(g, &old, word_next(old, LF_LEADER | keep, top)))
+                return true;
+            continue;
+        }
+        /* Relaxed: published by the release half of the push CAS. */
+        __atomic_store_n(&s->lf_next, top, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->state, SLOT_IDLE, __ATOMIC_RELAXED);
+        if (cas_word(g, &old, word_next(old, LF_LEADER | keep, s->idx + 1)))
+            return false;
+    }
+}
+
 /* Same contract as follow_locked. */
 static int follow_lockfree(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f,
                            unsigned *r_out)
 {
     struct lf_group *g = &p->groups[s->group];
     uint32_t st = SLOT_LEFT;
-    uint64_t old;
     int reason;
 
     reason = leave_reason(p, f);
@@ -622,44 +799,39 @@ static int follow_lockfree(struct cr_lf_pool *p, struct lf_slot *s, const struct
     if (!__atomic_compare_exchange_n(&s->state, &st, SLOT_IDLE, false, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         assert(st == SLOT_RUNNING);
-        /* acquire pairs with the last CAS on the word (see cas_word). */
-        old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
-        for (;;) {
-            if ((old & LF_LEADER) == 0) {
-                assert((old & LF_TOP_MASK) == 0); /* I2 */
-                if (cas_word(g, &old, word_next(old, true, 0)))
-                    goto out_lead;
-                continue;
-            }
-            /* Relaxed: published by the release half of the push CAS. */
-            __atomic_store_n(&s->lf_next, old & LF_TOP_MASK, __ATOMIC_RELAXED);
-            __atomic_store_n(&s->state, SLOT_IDLE, __ATOMIC_RELAXED);
-            if (cas_word(g, &old, word_next(old, true, s->idx + 1)))
-                break;
-        }
+        if (lead_or_push(g, s, false))
+            goto out_lead;
     }
     set_role(s, CR_ROLE_FOLLOWER);
-    cr_mutex_lock(&s->mu);
     for (;;) {
-        /* acquire pairs with the promoter's IDLE -> PROMOTED CAS. */
-        st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-        if (st == SLOT_PROMOTED)
+        cr_mutex_lock(&s->mu);
+        for (;;) {
+            /* acquire pairs with the popper's IDLE -> PROMOTED CAS. */
+            st = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+            if (st == SLOT_PROMOTED)
+                break;
+            reason = leave_reason(p, f);
+            if (reason != STAY)
+                break;
+            wait_on(&s->cv, &s->mu, f->deadline);
+        }
+        cr_mutex_unlock(&s->mu);
+        if (st != SLOT_PROMOTED) {
+            /* Going away, but the slot stays on the stack: mark it LEFT so a
+             * popper skips it. Losing the race means we were just woken:
+             * resolve the turn first (the leader loop gives it up properly). */
+            st = SLOT_IDLE;
+            if (__atomic_compare_exchange_n(&s->state, &st, SLOT_LEFT, false, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                return reason;
+            assert(st == SLOT_PROMOTED);
+        }
+        /* Woken with PENDING: popped, so off the stack; relaxed, nobody else
+         * looks at a popped slot. Lead if the baton is free, else a thread
+         * ahead of us in LIFO order took it: back on the stack, on top. */
+        __atomic_store_n(&s->state, SLOT_RUNNING, __ATOMIC_RELAXED);
+        if (lead_or_push(g, s, true))
             break;
-        reason = leave_reason(p, f);
-        if (reason != STAY)
-            break;
-        wait_on(&s->cv, &s->mu, f->deadline);
-    }
-    cr_mutex_unlock(&s->mu);
-    if (st != SLOT_PROMOTED) {
-        /* Going away, but the slot stays on the stack: mark it LEFT so a
-         * popper skips it. Losing the race means we were just promoted: lead,
-         * and the leader loop gives the turn up properly. */
-        st = SLOT_IDLE;
-        if (__atomic_compare_exchange_n(&s->state, &st, SLOT_LEFT, false, __ATOMIC_ACQ_REL,
-                                        __ATOMIC_ACQUIRE))
-            return reason;
-        assert(st == SLOT_PROMOTED);
     }
 out_lead:
     /* Relaxed: off the stack (popped, or never pushed after a failed push
@@ -673,7 +845,8 @@ out_lead:
     return STAY;
 }
 
-/* Gives the baton to popped slot f if its thread still waits: true. */
+/* Wakes popped slot f if its thread still waits: true, and PENDING is now
+ * f's. false: f's thread went away (LEFT), f is off the stack. */
 static bool hand_over(struct lf_group *g, struct lf_slot *f)
 {
     /* acquire pairs with f's thread's IDLE -> LEFT CAS, or with its push CAS
@@ -686,10 +859,13 @@ static bool hand_over(struct lf_group *g, struct lf_slot *f)
              * load of the state. */
             if (__atomic_compare_exchange_n(&f->state, &st, SLOT_PROMOTED, false, __ATOMIC_ACQ_REL,
                                             __ATOMIC_ACQUIRE)) {
-                /* Under its mutex: it re-checks the state under it. */
+                /* Taking its mutex after the state change orders us after
+                 * its check of the state (it checks under the mutex): no
+                 * lost wake-up. Signalled once released, so that it does
+                 * not wake only to block on the mutex. */
                 cr_mutex_lock(&f->mu);
-                signal_one(&f->cv);
                 cr_mutex_unlock(&f->mu);
+                signal_one(&f->cv);
                 __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
                 return true;
             }
@@ -703,37 +879,67 @@ static bool hand_over(struct lf_group *g, struct lf_slot *f)
     }
 }
 
-/* Same contract as unlead_locked: pop until an IDLE slot takes the baton, or
- * clear LEADER on an empty stack. */
+/*
+ * We hold PENDING and have popped f: wake it, passing PENDING on. If its
+ * thread went away, pop the next one while the baton stays free; drop
+ * PENDING once the stack is empty or a leader holds the baton (the stack is
+ * its business then, I2).
+ */
+static void pass_pending(struct cr_lf_pool *p, struct lf_group *g, struct lf_slot *f)
+{
+    while (!hand_over(g, f)) {
+        /* acquire (here and in each failed CAS) pairs with the last CAS. */
+        uint64_t old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
+
+        for (;;) {
+            uint64_t top = old & LF_TOP_MASK;
+            uint64_t next;
+
+            assert((old & LF_PENDING) != 0); /* ours */
+            if ((old & LF_LEADER) != 0 || top == 0) {
+                if (cas_word(g, &old, word_next(old, old & LF_LEADER, top)))
+                    return;
+                continue;
+            }
+            f = slot_at(p, (uint32_t)top);
+            /* Relaxed: see lf_next; a stale value fails the CAS (I4). */
+            next = __atomic_load_n(&f->lf_next, __ATOMIC_RELAXED);
+            if (cas_word(g, &old, word_next(old, LF_PENDING, next)))
+                break;
+        }
+    }
+}
+
+/* Same contract as unlead_locked: clear LEADER; if nobody is on the way
+ * (PENDING clear) and the stack is not empty, pop its top in the same CAS,
+ * taking PENDING, and wake it. */
 static void unlead_lockfree(struct cr_lf_pool *p, struct lf_slot *s, unsigned r)
 {
     struct lf_group *g = &p->groups[s->group];
+    struct lf_slot *f;
     uint64_t old;
 
     /* seq_cst: see the Dekker pair with cr_lf_pool_notify. */
     __atomic_store_n(&s->leading, -1, __ATOMIC_SEQ_CST);
     move_lead(p, r, (int)s->idx, NO_SLOT);
-    /* acquire (here and below) pairs with the last CAS on the word. */
+    /* acquire (here and in each failed CAS) pairs with the last CAS. */
     old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
     for (;;) {
         uint64_t top = old & LF_TOP_MASK;
-        struct lf_slot *f;
 
         assert((old & LF_LEADER) != 0); /* we hold the baton */
-        if (top == 0) {
-            if (cas_word(g, &old, word_next(old, false, 0)))
+        if ((old & LF_PENDING) != 0 || top == 0) {
+            if (cas_word(g, &old, word_next(old, old & LF_PENDING, top)))
                 return;
             continue;
         }
         f = slot_at(p, (uint32_t)top);
         /* Relaxed: see lf_next; a stale value fails the CAS (I4). */
-        if (!cas_word(g, &old,
-                      word_next(old, true, __atomic_load_n(&f->lf_next, __ATOMIC_RELAXED))))
-            continue;
-        if (hand_over(g, f))
-            return;
-        old = __atomic_load_n(&g->word, __ATOMIC_ACQUIRE);
+        if (cas_word(g, &old,
+                     word_next(old, LF_PENDING, __atomic_load_n(&f->lf_next, __ATOMIC_RELAXED))))
+            break;
     }
+    pass_pending(p, g, f);
 }
 
 static void kick_lockfree(struct lf_slot *s)
@@ -991,8 +1197,10 @@ int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *c
     p->lead = alloc_lines(p->nreactors, sizeof(*p->lead));
     if (p->lead == NULL)
         goto out_free_reactors;
-    for (unsigned i = 0; i < p->nreactors; i++)
+    for (unsigned i = 0; i < p->nreactors; i++) {
         p->lead[i].slot = NO_SLOT;
+        p->lead[i].pending = NO_SLOT;
+    }
     p->groups = alloc_lines(p->ngroups, sizeof(*p->groups));
     if (p->groups == NULL)
         goto out_free_lead;
