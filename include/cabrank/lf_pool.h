@@ -9,11 +9,17 @@
  * from one thread to another.
  *
  * Promotion orders: "native" (all followers wait on one condition variable,
- * the OS picks), "lifo" (stack of per-thread synchronizers, the most recent
- * follower first: its cache is warm), "fifo" (queue of per-thread
- * synchronizers), "priority" (highest thread priority first) and
- * "lifo-lockfree" (the Apache leader-MPM design: a listener word and an idle
- * stack changed by compare-and-swap, no mutex on the path).
+ * the OS picks), "lifo" (stack of per-thread synchronizers: the follower that
+ * parked last is woken; a thread that rejoins before it runs leads instead,
+ * being the most recently active of all, and the woken one parks again on
+ * top), "fifo" (queue of per-thread synchronizers, strictly the longest
+ * waiter: every turn costs a wake), "priority" (the highest-priority follower,
+ * unless a rejoining thread of at least its priority comes first) and
+ * "lifo-lockfree" (lifo's rule with the Apache leader-MPM design: a
+ * listener/pending/idle-stack word changed by compare-and-swap, no mutex on
+ * the path). Under every order the wake is sent before the event is
+ * processed, so a handler that blocks never leaves its handle set without a
+ * leader while followers are parked.
  *
  * Multiple handle sets: with several reactors, `shared_followers` false gives
  * each reactor its own group of threads and its own leader (threads are split
