@@ -18,8 +18,17 @@ struct cr_model;
 struct cr_model_env {
     struct cr_server *server;
     const struct cr_server_config *cfg; /* normalised: defaults filled in */
+    /*
+     * nlisten addresses, each open listen_groups times, group-major:
+     * listen_fds[g * nlisten + i] is group g's socket for address i.
+     * listen_groups is 1 (one socket per address, for every thread) except
+     * under lf with groups > 1 over listeners the server opened itself:
+     * then cfg->groups SO_REUSEPORT copies, one per handle set (reactor),
+     * and group g's reactor accepts on its own copies only.
+     */
     const int *listen_fds;
     unsigned nlisten;
+    unsigned listen_groups;
     struct cr__conn_config conn; /* for cr__conn_create */
     /* Server-wide counters, updated by models with relaxed atomics. */
     uint64_t *accepted;

@@ -6,6 +6,12 @@
  * request into its thread's buffer and answers it on the same thread, so no
  * request is handed between threads, allocated or queued.
  *
+ * With groups > 1 over listeners it opened itself, cr_server opens each
+ * address once per group with SO_REUSEPORT (env->listen_groups), and each
+ * reactor accepts on its own copies: the kernel spreads new connections
+ * over the groups, and no two leaders wake for one connection. Over
+ * inherited sockets every reactor accepts on every socket.
+ *
  * Owns the reactors, the pool and the reactive connection set; borrows the
  * env. Runs on the pool's threads; create, start, wait and destroy on the
  * owner thread.
@@ -22,6 +28,10 @@
 
 /* More handle sets than this buys nothing on any machine we know. */
 #define MAX_GROUPS 64
+
+_Static_assert(MAX_GROUPS ==
+                   sizeof(((struct cr_server_stats *)0)->group_accepted) / sizeof(uint64_t),
+               "cr_server_stats reports every group");
 
 struct cr_model {
     /* Immutable after create. */
@@ -148,6 +158,9 @@ static void lf_destroy(struct cr_model *m)
 static unsigned lf_stats(const struct cr_model *m, struct cr_server_stats *st,
                          struct cr_worker_stats *workers, unsigned max)
 {
+    st->groups = m->nreactors;
+    for (unsigned g = 0; g < m->nreactors; g++)
+        st->group_accepted[g] = cr__reactive_accepted(m->rs, g);
     return cr_lf_pool_stats(m->pool, &st->promotions, workers, max);
 }
 

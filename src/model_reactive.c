@@ -8,6 +8,9 @@
  * too, or, with the defer hook, on the thread the model hands the event to
  * (cr__reactive_handle); stop runs on any thread. Owns the acceptors and the
  * connections; borrows the reactors, the listening sockets and the env.
+ * Every reactor accepts on every listening socket, or, with grouped
+ * listeners (env->listen_groups, the lf model's SO_REUSEPORT copies), on its
+ * own group's copies only.
  *
  * One thread per connection at a time: the connection's fd is registered
  * one-shot, so the reactor hands out one event and then nothing until the
@@ -65,6 +68,7 @@
 struct accept_slot {
     struct cr__reactive *rs;
     struct cr_reactor *r;
+    unsigned reactor; /* r's index in the config */
     struct cr_acceptor *a;
 };
 
@@ -475,6 +479,18 @@ void cr__reactive_stop(struct cr__reactive *rs, bool graceful)
         finish_stop(rs);
 }
 
+uint64_t cr__reactive_accepted(const struct cr__reactive *rs, unsigned reactor)
+{
+    uint64_t sum = 0;
+
+    /* The slots are immutable after create; each count is a relaxed load. */
+    for (unsigned i = 0; i < rs->nslots; i++) {
+        if (rs->slots[i].reactor == reactor)
+            sum += cr_acceptor_accepted(rs->slots[i].a);
+    }
+    return sum;
+}
+
 unsigned cr__reactive_connections(const struct cr__reactive *rs)
 {
     struct cr__reactive *m = (struct cr__reactive *)rs; /* the lock only */
@@ -497,6 +513,9 @@ int cr__reactive_create(struct cr__reactive **out, const struct cr__reactive_con
     *out = NULL;
     if (cfg->nreactors == 0 || cfg->reactors == NULL || env == NULL)
         return -EINVAL;
+    /* Grouped listeners: one group of sockets per reactor. */
+    if (env->listen_groups > 1 && env->listen_groups != cfg->nreactors)
+        return -EINVAL;
     rs = calloc(1, sizeof(*rs));
     if (rs == NULL)
         return -ENOMEM;
@@ -518,12 +537,16 @@ int cr__reactive_create(struct cr__reactive **out, const struct cr__reactive_con
         goto out_fini_lock;
     }
     for (unsigned i = 0; i < cfg->nreactors; i++) {
+        /* Reactor i's own copies, or the sockets every reactor shares. */
+        const int *fds = env->listen_fds + (env->listen_groups > 1 ? i * env->nlisten : 0);
+
         for (unsigned j = 0; j < env->nlisten; j++) {
             struct accept_slot *slot = &rs->slots[rs->nslots];
-            struct cr_acceptor_config acfg = {.listen_fd = env->listen_fds[j]};
+            struct cr_acceptor_config acfg = {.listen_fd = fds[j]};
 
             slot->rs = rs;
             slot->r = cfg->reactors[i];
+            slot->reactor = i;
             err = cr_acceptor_create(&slot->a, slot->r, &acfg, on_accept, slot);
             if (err < 0)
                 goto out_destroy_acceptors;

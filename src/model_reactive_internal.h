@@ -2,7 +2,9 @@
  * model_reactive_internal.h - connections served by event handlers on one or
  * more cr_reactors: what the reactor, lf and hshr models share
  * (src/model_reactive.c). It accepts (one cr_acceptor per reactor and
- * listener; a connection stays on the reactor that accepted it), registers
+ * listening socket: every socket, or the reactor's own group of
+ * SO_REUSEPORT copies, see env->listen_groups; a connection stays on the
+ * reactor that accepted it), registers
  * each connection one-shot, runs cr__conn_handle on its events and re-arms
  * it, keeps a timer per connection for its deadline, enforces
  * max_connections by pausing the acceptors, and carries out graceful and
@@ -62,8 +64,10 @@ struct cr__reactive_config {
 
 /*
  * Creates the set and its acceptors (accepting starts once a thread waits
- * in the reactors). -EINVAL, -ENOMEM, -errno of cr_acceptor_create. *out
- * returns owned. Before start only.
+ * in the reactors). With env->listen_groups > 1 reactor i accepts on group
+ * i's sockets only, and nreactors must equal listen_groups. -EINVAL,
+ * -ENOMEM, -errno of cr_acceptor_create. *out returns owned. Before start
+ * only.
  */
 CR_MUST_CHECK int cr__reactive_create(struct cr__reactive **out,
                                       const struct cr__reactive_config *cfg);
@@ -85,6 +89,10 @@ void cr__reactive_stop(struct cr__reactive *rs, bool graceful);
  * Once per deferred event, on any thread.
  */
 void cr__reactive_handle(struct cr__reactive_conn *rc, unsigned events);
+
+/* Connections the acceptors of reactor (an index into the config's
+ * reactors) accepted so far. Thread-safe. */
+uint64_t cr__reactive_accepted(const struct cr__reactive *rs, unsigned reactor);
 
 /* Connections open now. Thread-safe. */
 unsigned cr__reactive_connections(const struct cr__reactive *rs);

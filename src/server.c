@@ -5,6 +5,12 @@
  * Called by applications on their main thread; stop and stats from any
  * thread. Owns the listeners it opened, a copy of the configuration, the
  * model and the server-wide counters the model updates.
+ *
+ * Under lf with groups > 1 and no inherited socket, each address is opened
+ * once per group with SO_REUSEPORT, the copies on the port the first one
+ * got (so port 0 works), and the model gets them grouped (listen_groups in
+ * model_internal.h); the first copy of each is the one cr_server_listeners
+ * and cr_server_address report.
  */
 #include <cabrank/clock.h>
 #include <cabrank/handle_set.h>
@@ -65,6 +71,11 @@ struct cr_server {
     int listen_fds[CR_SERVER_MAX_LISTEN];
     bool owns_fd[CR_SERVER_MAX_LISTEN];
     unsigned nlisten;
+    /* Grouped listeners: listen_groups copies of each address,
+     * group-major, group 0 being listen_fds (model_internal.h); owned.
+     * NULL and 1 when every group shares listen_fds. */
+    int *group_fds;
+    unsigned listen_groups;
     struct cr_model_env env;
 
     /* Owner thread only. */
@@ -157,16 +168,76 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
     return 0;
 }
 
+/* lf with groups > 1 over sockets the server opens itself: one
+ * SO_REUSEPORT copy of each address per group. */
+static bool wants_groups(const struct cr_server *s, const struct cr_server_config *in)
+{
+    if (strcmp(s->cfg.model, "lf") != 0 || s->cfg.groups <= 1)
+        return false;
+    if (s->cfg.groups > s->cfg.threads)
+        return false; /* the model refuses it: open nothing more */
+    for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
+        if (in->listen_fds[i] > 0)
+            return false; /* the caller's sockets: every group shares them */
+    }
+    return true;
+}
+
+/*
+ * Opens groups - 1 more copies of each listener (opened with SO_REUSEPORT),
+ * bound to its actual address, so a port 0 copies the port the kernel
+ * picked. Lays them out group-major in s->group_fds.
+ */
+static int open_group_copies(struct cr_server *s, unsigned groups)
+{
+    size_t n = (size_t)groups * s->nlisten;
+    int *fds = malloc(n * sizeof(*fds));
+    int err = 0;
+
+    if (fds == NULL)
+        return -ENOMEM;
+    for (size_t k = 0; k < n; k++)
+        fds[k] = k < s->nlisten ? s->listen_fds[k] : -1;
+    s->group_fds = fds; /* close_listeners closes what was opened */
+    s->listen_groups = groups;
+    for (unsigned i = 0; i < s->nlisten; i++) {
+        char addr[128];
+        struct cr_listener_config lc = {
+            .address = addr,
+            .backlog = s->cfg.backlog,
+            .reuseport = true,
+        };
+
+        err = cr_listener_address(s->listen_fds[i], addr, sizeof(addr));
+        if (err < 0)
+            break;
+        for (unsigned g = 1; g < groups && err == 0; g++)
+            err = cr_listener_open(&fds[(size_t)g * s->nlisten + i], &lc);
+        if (err < 0) {
+            CR_LOG(CR_LOG_ERROR, "listening on %s again (SO_REUSEPORT): %s", addr, strerror(-err));
+            break;
+        }
+    }
+    return err;
+}
+
 /* Opens the configured listeners, or adopts the inherited ones. */
 static int open_listeners(struct cr_server *s, const struct cr_server_config *in)
 {
+    bool grouped = wants_groups(s, in);
+
     for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
         if (in->listen_fds[i] > 0) {
             s->listen_fds[s->nlisten++] = in->listen_fds[i];
             continue;
         }
         if (in->listen[i] != NULL) {
-            struct cr_listener_config lc = {.address = in->listen[i], .backlog = s->cfg.backlog};
+            /* SO_REUSEPORT goes on before bind, on the first copy too. */
+            struct cr_listener_config lc = {
+                .address = in->listen[i],
+                .backlog = s->cfg.backlog,
+                .reuseport = grouped,
+            };
             int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
 
             if (err < 0) {
@@ -177,7 +248,11 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
         }
     }
     if (s->nlisten == 0) {
-        struct cr_listener_config lc = {.address = DEFAULT_LISTEN, .backlog = s->cfg.backlog};
+        struct cr_listener_config lc = {
+            .address = DEFAULT_LISTEN,
+            .backlog = s->cfg.backlog,
+            .reuseport = grouped,
+        };
         int err = cr_listener_open(&s->listen_fds[0], &lc);
 
         if (err < 0) {
@@ -186,11 +261,23 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
         }
         s->owns_fd[s->nlisten++] = true;
     }
+    if (grouped)
+        return open_group_copies(s, (unsigned)s->cfg.groups);
     return 0;
 }
 
 static void close_listeners(struct cr_server *s)
 {
+    if (s->group_fds != NULL) {
+        /* Group 0 is listen_fds, closed below. */
+        for (size_t k = s->nlisten; k < (size_t)s->listen_groups * s->nlisten; k++) {
+            if (s->group_fds[k] >= 0)
+                close(s->group_fds[k]);
+        }
+        free(s->group_fds);
+        s->group_fds = NULL;
+    }
+    s->listen_groups = 1;
     for (unsigned i = 0; i < s->nlisten; i++) {
         if (s->owns_fd[i])
             close(s->listen_fds[i]);
@@ -211,6 +298,7 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
     if (s == NULL)
         return -ENOMEM;
     s->svc = svc;
+    s->listen_groups = 1;
     err = normalise(s, cfg);
     if (err < 0)
         goto out_free;
@@ -220,8 +308,9 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
     s->env = (struct cr_model_env){
         .server = s,
         .cfg = &s->cfg,
-        .listen_fds = s->listen_fds,
+        .listen_fds = s->group_fds != NULL ? s->group_fds : s->listen_fds,
         .nlisten = s->nlisten,
+        .listen_groups = s->listen_groups,
         .conn =
             {
                 .svc = svc,

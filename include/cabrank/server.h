@@ -75,6 +75,10 @@ struct cr_server_stats {
     uint64_t bytes_out;
     uint64_t promotions;  /* lf */
     uint64_t queue_depth; /* hshr */
+    /* lf: its handle sets (reactors), and the connections each one accepted,
+     * in group order (the first 64 groups; 0 and none for other models). */
+    unsigned groups;
+    uint64_t group_accepted[64];
 };
 
 /*

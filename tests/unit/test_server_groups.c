@@ -1,0 +1,300 @@
+/*
+ * test_server_groups.c - the lf model with groups > 1 over listeners the
+ * server opens itself: each configured address is opened once per group with
+ * SO_REUSEPORT (the copies on the first one's port, so port 0 works), and
+ * each group's reactor accepts only on its own copy. Checks the sockets the
+ * kernel lists (/proc/net/tcp), that clients are served and spread over the
+ * groups (cr_server_stats' group_accepted), with one follower set per group
+ * and with a shared one (multiple_leaders); that inherited sockets, groups =
+ * 1 and the other models keep one socket per address; and that impossible
+ * groups are refused without leaving a socket open.
+ */
+#include <cabrank/listener.h>
+#include <cabrank/server.h>
+
+#include "../support/services.h"
+#include "../support/support.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TEST_TIMEOUT 10 /* seconds per test, times CK_TIMEOUT_MULTIPLIER */
+#define CLIENTS      64
+#define THREADS      4
+
+/* ms scaled for slow (sanitizer) builds: for waits that expect an event. */
+static int tmo(int ms)
+{
+    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+    int k = m != NULL ? atoi(m) : 1;
+
+    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
+}
+
+/* Listening TCP sockets on 127.0.0.1:port, from /proc/net/tcp (every
+ * SO_REUSEPORT copy is a line of its own); -1 when it cannot be read. */
+static int count_listening(uint16_t port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    int n = 0;
+
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned addr;
+        unsigned lport;
+        unsigned st;
+
+        /* "  0: 0100007F:1F90 00000000:0000 0A ..." */
+        if (sscanf(line, " %*d: %8X:%4X %*8X:%*4X %2X", &addr, &lport, &st) != 3)
+            continue; /* the header */
+        if (addr == 0x0100007Fu && lport == port && st == 0x0A)
+            n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* Descriptors open in this process now. */
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] != '.')
+            n++;
+    }
+    closedir(d);
+    return n - 1; /* the directory's own */
+}
+
+static uint16_t server_port(struct cr_server *s, unsigned i)
+{
+    char addr[64];
+    char *colon;
+
+    ck_assert_int_eq(cr_server_address(s, i, addr, sizeof(addr)), 0);
+    colon = strrchr(addr, ':');
+    ck_assert_ptr_nonnull(colon);
+    ck_assert_int_ne(atoi(colon + 1), 0);
+    return (uint16_t)atoi(colon + 1);
+}
+
+/* Sets up the line service in t and creates a server on it with cfg, whose
+ * every address must have `copies` listening sockets. */
+static struct cr_server *create_server(const struct cr_server_config *cfg, struct cr_test_svc *t,
+                                       int copies)
+{
+    struct cr_server *s;
+
+    ck_assert_int_eq(cr_test_line_init(t), 0);
+    ck_assert_int_eq(cr_server_create(&s, cfg, &t->svc), 0);
+    for (unsigned i = 0; i < cr_server_listeners(s); i++) {
+        int listening = count_listening(server_port(s, i));
+
+        if (listening >= 0) /* else no /proc: the other checks stand */
+            ck_assert_int_eq(listening, copies);
+    }
+    return s;
+}
+
+/* Opens n clients to port at once, then has each answered, then closes
+ * them: n connections accepted. */
+static void serve_clients(uint16_t port, int n)
+{
+    struct cr_test_client *cl = calloc((size_t)n, sizeof(*cl));
+    char req[64];
+    char want[64];
+    char got[256];
+
+    ck_assert_ptr_nonnull(cl);
+    for (int i = 0; i < n; i++) {
+        int err = cr_test_client_open(&cl[i], port);
+
+        ck_assert_msg(err == 0, "client %d: connect: %s", i, strerror(-err));
+    }
+    for (int i = 0; i < n; i++) {
+        ssize_t len;
+
+        snprintf(req, sizeof(req), "c%d ECHO %d", i, i);
+        snprintf(want, sizeof(want), "c%d OK %d", i, i);
+        len = cr_test_client_request(&cl[i], req, got, sizeof(got), tmo(3000));
+        ck_assert_msg(len >= 0, "client %d: %s", i, strerror((int)-len));
+        ck_assert_str_eq(got, want);
+    }
+    for (int i = 0; i < n; i++)
+        cr_test_client_close(&cl[i]);
+    free(cl);
+}
+
+/* Stops (gracefully), waits, destroys, and checks the service's books. */
+static void finish(struct cr_server *s, struct cr_test_svc *t)
+{
+    cr_server_stop(s, true);
+    ck_assert_int_eq(cr_server_wait(s), 0);
+    cr_server_destroy(s);
+    ck_assert_uint_eq(cr_test_svc_get(&t->overlaps), 0);
+    ck_assert_uint_eq(cr_test_svc_get(&t->opened), cr_test_svc_get(&t->closed));
+    ck_assert_uint_eq(cr_test_svc_outstanding(t), 0);
+    cr_test_svc_fini(t);
+}
+
+/* _i: 0 = a follower set per group, 1 = one shared (multiple_leaders). */
+START_TEST(groups_accept_on_their_own_reuseport_copies)
+{
+    struct cr_server_config cfg = {
+        .model = "lf",
+        .listen = {"127.0.0.1:0"},
+        .threads = THREADS,
+        .groups = 2,
+        .multiple_leaders = _i == 1,
+    };
+    struct cr_server_stats st;
+    struct cr_test_svc t;
+    struct cr_server *s = create_server(&cfg, &t, 2);
+    uint16_t port;
+
+    ck_assert_uint_eq(cr_server_listeners(s), 1);
+    port = server_port(s, 0);
+    ck_assert_int_eq(cr_server_start(s), 0);
+    serve_clients(port, CLIENTS);
+    cr_server_stats(s, &st, NULL, 0);
+    ck_assert_uint_eq(st.accepted, CLIENTS);
+    ck_assert_uint_eq(st.groups, 2);
+    ck_assert_uint_eq(st.group_accepted[0] + st.group_accepted[1], CLIENTS);
+    /* The kernel hashes each connection to one copy: that all 64 land on
+     * one has odds of 2^-63. */
+    ck_assert_uint_gt(st.group_accepted[0], 0);
+    ck_assert_uint_gt(st.group_accepted[1], 0);
+    ck_assert_uint_eq(cr_test_svc_get(&t.requests), CLIENTS);
+    finish(s, &t);
+}
+END_TEST
+
+START_TEST(every_address_gets_a_copy_per_group)
+{
+    struct cr_server_config cfg = {
+        .model = "lf",
+        .listen = {"127.0.0.1:0", "127.0.0.1:0"},
+        .threads = THREADS,
+        .groups = 2,
+    };
+    struct cr_server_stats st;
+    struct cr_test_svc t;
+    struct cr_server *s = create_server(&cfg, &t, 2);
+    uint16_t port[2];
+
+    ck_assert_uint_eq(cr_server_listeners(s), 2);
+    port[0] = server_port(s, 0);
+    port[1] = server_port(s, 1);
+    ck_assert_int_ne(port[0], port[1]);
+    ck_assert_int_eq(cr_server_start(s), 0);
+    serve_clients(port[0], CLIENTS / 2);
+    serve_clients(port[1], CLIENTS / 2);
+    cr_server_stats(s, &st, NULL, 0);
+    ck_assert_uint_eq(st.accepted, CLIENTS);
+    ck_assert_uint_eq(st.groups, 2);
+    ck_assert_uint_eq(st.group_accepted[0] + st.group_accepted[1], CLIENTS);
+    finish(s, &t);
+}
+END_TEST
+
+/* An inherited socket is the caller's: every group accepts on it. */
+START_TEST(groups_share_an_inherited_listener)
+{
+    struct cr_listener_config lc = {.address = "127.0.0.1:0"};
+    struct cr_server_config cfg = {
+        .model = "lf",
+        .threads = THREADS,
+        .groups = 2,
+    };
+    struct cr_server_stats st;
+    struct cr_test_svc t;
+    struct cr_server *s;
+    uint16_t port;
+    int fd;
+
+    ck_assert_int_eq(cr_listener_open(&fd, &lc), 0);
+    cfg.listen_fds[0] = fd;
+    s = create_server(&cfg, &t, 1);
+    ck_assert_uint_eq(cr_server_listeners(s), 1);
+    port = server_port(s, 0);
+    ck_assert_int_eq(port, cr_listener_port(fd));
+    ck_assert_int_eq(cr_server_start(s), 0);
+    serve_clients(port, CLIENTS / 4);
+    cr_server_stats(s, &st, NULL, 0);
+    ck_assert_uint_eq(st.groups, 2);
+    ck_assert_uint_eq(st.group_accepted[0] + st.group_accepted[1], CLIENTS / 4);
+    finish(s, &t);
+    /* Still open: the server closes only what it opened. */
+    ck_assert_int_eq(cr_listener_port(fd), port);
+    close(fd);
+}
+END_TEST
+
+/* _i: 0 = lf with groups 1, 1 = hshr (groups is lf's). */
+START_TEST(one_socket_per_address_otherwise)
+{
+    struct cr_server_config cfg = {
+        .model = _i == 0 ? "lf" : "hshr",
+        .listen = {"127.0.0.1:0"},
+        .threads = THREADS,
+        .groups = _i == 0 ? 1 : 2,
+    };
+    struct cr_test_svc t;
+    struct cr_server *s = create_server(&cfg, &t, 1);
+
+    ck_assert_int_eq(cr_server_start(s), 0);
+    serve_clients(server_port(s, 0), CLIENTS / 4);
+    finish(s, &t);
+}
+END_TEST
+
+/* _i: 0 = more groups than threads (refused before any copy is opened),
+ * 1 = more than the model's 64 (refused by the model, after the copies). */
+START_TEST(refuses_impossible_groups_and_closes_the_copies)
+{
+    struct cr_server_config cfg = {
+        .model = "lf",
+        .listen = {"127.0.0.1:0", "127.0.0.1:0"},
+        .threads = _i == 0 ? 2 : 65,
+        .groups = _i == 0 ? 3 : 65,
+    };
+    struct cr_test_svc t;
+    struct cr_server *s = NULL;
+    int fds;
+
+    ck_assert_int_eq(cr_test_line_init(&t), 0);
+    fds = count_fds();
+    ck_assert_int_eq(cr_server_create(&s, &cfg, &t.svc), -EINVAL);
+    ck_assert_ptr_null(s);
+    /* Every copy it opened is closed again. */
+    ck_assert_int_eq(count_fds(), fds);
+    cr_test_svc_fini(&t);
+}
+END_TEST
+
+Suite *server_groups_suite(void);
+
+Suite *server_groups_suite(void)
+{
+    Suite *s = suite_create("server_groups");
+    TCase *tc = tcase_create("reuseport");
+
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_loop_test(tc, groups_accept_on_their_own_reuseport_copies, 0, 2);
+    tcase_add_test(tc, every_address_gets_a_copy_per_group);
+    tcase_add_test(tc, groups_share_an_inherited_listener);
+    tcase_add_loop_test(tc, one_socket_per_address_otherwise, 0, 2);
+    tcase_add_loop_test(tc, refuses_impossible_groups_and_closes_the_copies, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
