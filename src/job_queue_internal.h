@@ -6,7 +6,7 @@
  * connection threads). Library-internal.
  *
  * A job is a small fixed-size value (its size given at create: a connection
- * pointer for tpc, the reactor's taken event for hshr) copied into a ring
+ * pointer for tpc, a {connection, events} pair for hshr) copied into a ring
  * allocated once at create: pushing and popping never allocate. What a job
  * refers to is the caller's business; the queue only moves ownership of it
  * from the pusher to the popper.
