@@ -155,59 +155,33 @@ static bool is_expired(uint64_t deadline)
     return deadline != NO_DEADLINE && cr_clock_now_ns() >= deadline;
 }
 
-/*
- * pthread_cond_(timed)wait on a cr_mutex, keeping its debug owner right.
- * Returns 0 or ETIMEDOUT. Caller holds mu.
- */
+/* Waits on cv, which mu guards, until signalled or deadline. Returns 0 or
+ * -ETIMEDOUT. Caller holds mu. */
 static int cond_wait(pthread_cond_t *cv, struct cr_mutex *mu, uint64_t deadline)
 {
-    int rc;
-
-    cr_mutex_assert_held(mu);
-#ifdef CR_DEBUG
-    __atomic_store_n(&mu->held, 0, __ATOMIC_RELAXED);
-#endif
     if (deadline == NO_DEADLINE) {
-        rc = pthread_cond_wait(cv, &mu->m);
-    } else {
-        struct timespec ts = {
-            .tv_sec = (time_t)(deadline / CR_NSEC_PER_SEC),
-            .tv_nsec = (long)(deadline % CR_NSEC_PER_SEC),
-        };
-
-        rc = pthread_cond_timedwait(cv, &mu->m, &ts);
+        cr_cond_wait(cv, mu);
+        return 0;
     }
-#ifdef CR_DEBUG
-    mu->owner = pthread_self();
-    __atomic_store_n(&mu->held, 1, __ATOMIC_RELAXED);
-#endif
-    return rc;
+    return cr_cond_timedwait(cv, mu, deadline);
 }
 
 /* ------------------------------------------------------------------ contexts */
 
 int cr_bound_ctx_init(struct cr_bound_ctx *c)
 {
-    pthread_condattr_t attr;
-    int rc;
+    int err;
 
     memset(c, 0, sizeof(*c));
-    rc = pthread_condattr_init(&attr);
-    if (rc != 0)
-        return -rc;
-    /* Deadlines are CLOCK_MONOTONIC (cr_clock_now_ns), immune to clock steps. */
-    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (rc == 0)
-        rc = pthread_cond_init(&c->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    err = cr_cond_init(&c->cond);
     c->state = CTX_IDLE;
-    return -rc;
+    return err;
 }
 
 void cr_bound_ctx_fini(struct cr_bound_ctx *c)
 {
     assert(c->state != CTX_REGISTERED);
-    pthread_cond_destroy(&c->cond);
+    cr_cond_fini(&c->cond);
 }
 
 /* ------------------------------------------------------------------ id table */
@@ -298,7 +272,7 @@ static void step_down(struct cr_bound_pool *p, struct cr_bound_ctx *self)
     f->promoted = true;
     p->leader = f;
     p->st.promotions++;
-    pthread_cond_signal(&f->cond);
+    cr_cond_signal(&f->cond);
 }
 
 /* ------------------------------------------------------------------ completion */
@@ -309,7 +283,7 @@ static void wake(struct cr_bound_pool *p, struct cr_bound_ctx *c)
 {
     cr_mutex_assert_held(&p->lock);
     if (c->wait_mode == WAIT_COND)
-        pthread_cond_signal(&c->cond);
+        cr_cond_signal(&c->cond);
     else if (c->wait_mode == WAIT_LF)
         cr_lf_pool_notify(p->lf, &c->lfw);
 }
@@ -575,7 +549,7 @@ static void join_standalone(struct cr_bound_pool *p, struct cr_bound_ctx *c, uin
         }
         enqueue_follower(p, c);
         c->wait_mode = WAIT_COND;
-        while (c->state == CTX_REGISTERED && !c->promoted && rc != ETIMEDOUT)
+        while (c->state == CTX_REGISTERED && !c->promoted && rc != -ETIMEDOUT)
             rc = cond_wait(&c->cond, &p->lock, deadline);
         c->wait_mode = WAIT_NONE;
         if (c->queued)
@@ -621,7 +595,7 @@ static void join_hybrid(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_
             }
         } else {
             c->wait_mode = WAIT_COND;
-            rc = -cond_wait(&c->cond, &p->lock, deadline);
+            rc = cond_wait(&c->cond, &p->lock, deadline);
         }
         c->wait_mode = WAIT_NONE;
         if (c->state != CTX_REGISTERED)

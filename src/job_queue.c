@@ -43,45 +43,6 @@ struct cr_job_queue {
     size_t len;
 };
 
-/*
- * Waits on cv, releasing q->lock meanwhile. cr_mutex's debug owner is kept
- * right across the wait: another thread holds the mutex while we sleep.
- * Caller holds q->lock.
- */
-static void wait_on(struct cr_job_queue *q, pthread_cond_t *cv)
-{
-    int rc;
-
-    cr_mutex_assert_held(&q->lock);
-#ifdef CR_DEBUG
-    __atomic_store_n(&q->lock.held, 0, __ATOMIC_RELAXED);
-#endif
-    /* Fails only on a corrupted condvar or a mutex we do not hold. */
-    rc = pthread_cond_wait(cv, &q->lock.m);
-    assert(rc == 0);
-    (void)rc;
-#ifdef CR_DEBUG
-    q->lock.owner = pthread_self();
-    __atomic_store_n(&q->lock.held, 1, __ATOMIC_RELAXED);
-#endif
-}
-
-static void signal_one(pthread_cond_t *cv)
-{
-    int rc = pthread_cond_signal(cv);
-
-    assert(rc == 0);
-    (void)rc;
-}
-
-static void signal_all(pthread_cond_t *cv)
-{
-    int rc = pthread_cond_broadcast(cv);
-
-    assert(rc == 0);
-    (void)rc;
-}
-
 int cr__job_queue_create(struct cr_job_queue **out, size_t capacity, size_t job_size)
 {
     struct cr_job_queue *q;
@@ -103,17 +64,17 @@ int cr__job_queue_create(struct cr_job_queue **out, size_t capacity, size_t job_
     err = cr_mutex_init(&q->lock);
     if (err < 0)
         goto out_free_ring;
-    err = -pthread_cond_init(&q->not_empty, NULL);
+    err = cr_cond_init(&q->not_empty);
     if (err < 0)
         goto out_fini_lock;
-    err = -pthread_cond_init(&q->not_full, NULL);
+    err = cr_cond_init(&q->not_full);
     if (err < 0)
         goto out_destroy_not_empty;
     *out = q;
     return 0;
 
 out_destroy_not_empty:
-    pthread_cond_destroy(&q->not_empty);
+    cr_cond_fini(&q->not_empty);
 out_fini_lock:
     cr_mutex_fini(&q->lock);
 out_free_ring:
@@ -127,8 +88,8 @@ void cr__job_queue_destroy(struct cr_job_queue *q)
 {
     if (q == NULL)
         return;
-    pthread_cond_destroy(&q->not_full);
-    pthread_cond_destroy(&q->not_empty);
+    cr_cond_fini(&q->not_full);
+    cr_cond_fini(&q->not_empty);
     cr_mutex_fini(&q->lock);
     free(q->ring);
     free(q);
@@ -148,7 +109,7 @@ static void append(struct cr_job_queue *q, const void *job)
     memcpy(q->ring + tail * q->job_size, job, q->job_size);
     __atomic_store_n(&q->len, q->len + 1, __ATOMIC_RELAXED);
     if (q->consumers_waiting > 0)
-        signal_one(&q->not_empty);
+        cr_cond_signal(&q->not_empty);
 }
 
 /* Removes the oldest job into out. Caller holds q->lock; the queue is not
@@ -161,7 +122,7 @@ static void take(struct cr_job_queue *q, void *out)
     q->head = q->head + 1 == q->capacity ? 0 : q->head + 1;
     __atomic_store_n(&q->len, q->len - 1, __ATOMIC_RELAXED);
     if (q->producers_waiting > 0)
-        signal_one(&q->not_full);
+        cr_cond_signal(&q->not_full);
 }
 
 int cr__job_queue_push(struct cr_job_queue *q, const void *job)
@@ -171,7 +132,7 @@ int cr__job_queue_push(struct cr_job_queue *q, const void *job)
     cr_mutex_lock(&q->lock);
     while (!q->closed && q->len == q->capacity) {
         q->producers_waiting++;
-        wait_on(q, &q->not_full);
+        cr_cond_wait(&q->not_full, &q->lock);
         q->producers_waiting--;
     }
     if (q->closed)
@@ -204,7 +165,7 @@ int cr__job_queue_pop(struct cr_job_queue *q, void *out)
     cr_mutex_lock(&q->lock);
     while (!q->closed && q->len == 0) {
         q->consumers_waiting++;
-        wait_on(q, &q->not_empty);
+        cr_cond_wait(&q->not_empty, &q->lock);
         q->consumers_waiting--;
     }
     /* Closed: what is left is still handed out, so no job is lost. */
@@ -234,8 +195,8 @@ void cr__job_queue_close(struct cr_job_queue *q)
     cr_mutex_lock(&q->lock);
     if (!q->closed) {
         q->closed = true;
-        signal_all(&q->not_empty);
-        signal_all(&q->not_full);
+        cr_cond_broadcast(&q->not_empty);
+        cr_cond_broadcast(&q->not_full);
     }
     cr_mutex_unlock(&q->lock);
 }

@@ -430,49 +430,13 @@ static void move_lead(struct cr_lf_pool *p, unsigned r, int from, int to)
 }
 
 /* Waits on cv, which mu guards, until signalled or deadline (0: none); the
- * caller re-checks its condition. Keeps cr_mutex's debug owner right across
- * the wait. Caller holds mu. */
+ * caller re-checks its condition. Caller holds mu. */
 static void wait_on(pthread_cond_t *cv, struct cr_mutex *mu, uint64_t deadline)
 {
-    int rc;
-
-    cr_mutex_assert_held(mu);
-#ifdef CR_DEBUG
-    __atomic_store_n(&mu->held, 0, __ATOMIC_RELAXED);
-#endif
-    if (deadline == 0) {
-        rc = pthread_cond_wait(cv, &mu->m);
-    } else {
-        struct timespec ts = {
-            .tv_sec = (time_t)(deadline / CR_NSEC_PER_SEC),
-            .tv_nsec = (long)(deadline % CR_NSEC_PER_SEC),
-        };
-
-        rc = pthread_cond_timedwait(cv, &mu->m, &ts);
-    }
-    /* Other results mean a corrupted condvar or a mutex we do not hold. */
-    assert(rc == 0 || rc == ETIMEDOUT);
-    (void)rc;
-#ifdef CR_DEBUG
-    mu->owner = pthread_self();
-    __atomic_store_n(&mu->held, 1, __ATOMIC_RELAXED);
-#endif
-}
-
-static void signal_one(pthread_cond_t *cv)
-{
-    int rc = pthread_cond_signal(cv);
-
-    assert(rc == 0);
-    (void)rc;
-}
-
-static void signal_all(pthread_cond_t *cv)
-{
-    int rc = pthread_cond_broadcast(cv);
-
-    assert(rc == 0);
-    (void)rc;
+    if (deadline == 0)
+        cr_cond_wait(cv, mu);
+    else
+        (void)cr_cond_timedwait(cv, mu, deadline);
 }
 
 static struct lf_slot *slot_at(struct cr_lf_pool *p, uint32_t id)
@@ -618,7 +582,7 @@ static struct lf_slot *offer_turn(struct cr_lf_pool *p, struct lf_group *g, unsi
 static void wake_pending(struct lf_slot *f)
 {
     if (f != NULL)
-        signal_one(&f->cv);
+        cr_cond_signal(&f->cv);
 }
 
 /*
@@ -686,7 +650,7 @@ out_leave:
      * sleep. The other orders never leave while pending (a pending turn is
      * resolved first, above): nothing to pass on. */
     if (p->order == ORDER_NATIVE && g->parked > 0 && find_leaderless(p, g, s) >= 0)
-        signal_one(&g->cv);
+        cr_cond_signal(&g->cv);
     cr_mutex_unlock(&g->lock);
     return reason;
 }
@@ -704,7 +668,7 @@ static void unlead_locked(struct cr_lf_pool *p, struct lf_slot *s, unsigned r)
     move_lead(p, r, (int)s->idx, NO_SLOT);
     if (p->order == ORDER_NATIVE) {
         if (g->parked > 0) {
-            signal_one(&g->cv);
+            cr_cond_signal(&g->cv);
             __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
         }
     } else {
@@ -724,9 +688,9 @@ static void kick_locked(struct cr_lf_pool *p, struct lf_slot *s)
     if (s->parked) {
         /* native: which waiter a signal wakes is the OS's choice. */
         if (p->order == ORDER_NATIVE)
-            signal_all(&g->cv);
+            cr_cond_broadcast(&g->cv);
         else
-            signal_one(&s->cv);
+            cr_cond_signal(&s->cv);
     }
     cr_mutex_unlock(&g->lock);
 }
@@ -865,7 +829,7 @@ static bool hand_over(struct lf_group *g, struct lf_slot *f)
                  * not wake only to block on the mutex. */
                 cr_mutex_lock(&f->mu);
                 cr_mutex_unlock(&f->mu);
-                signal_one(&f->cv);
+                cr_cond_signal(&f->cv);
                 __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
                 return true;
             }
@@ -946,7 +910,7 @@ static void kick_lockfree(struct lf_slot *s)
 {
     /* Under its mutex: the sleeper checks its frame under it. */
     cr_mutex_lock(&s->mu);
-    signal_one(&s->cv);
+    cr_cond_signal(&s->cv);
     cr_mutex_unlock(&s->mu);
 }
 
@@ -1054,34 +1018,10 @@ static int parse_order(const char *name, enum order *out)
     return -EINVAL;
 }
 
-static int init_cond(pthread_cond_t *cv)
-{
-    pthread_condattr_t attr;
-    int rc;
-
-    rc = pthread_condattr_init(&attr);
-    if (rc != 0)
-        return -rc;
-    /* Deadlines are cr_clock_now_ns() times. */
-    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    if (rc == 0)
-        rc = pthread_cond_init(cv, &attr);
-    pthread_condattr_destroy(&attr);
-    return -rc;
-}
-
-static void fini_cond(pthread_cond_t *cv)
-{
-    int rc = pthread_cond_destroy(cv);
-
-    assert(rc == 0);
-    (void)rc;
-}
-
 static void fini_groups(struct cr_lf_pool *p, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        fini_cond(&p->groups[i].cv);
+        cr_cond_fini(&p->groups[i].cv);
         cr_mutex_fini(&p->groups[i].lock);
     }
 }
@@ -1089,7 +1029,7 @@ static void fini_groups(struct cr_lf_pool *p, unsigned n)
 static void fini_slots(struct cr_lf_pool *p, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
-        fini_cond(&p->slots[i].cv);
+        cr_cond_fini(&p->slots[i].cv);
         cr_mutex_fini(&p->slots[i].mu);
     }
 }
@@ -1104,7 +1044,7 @@ static int init_group(struct cr_lf_pool *p, unsigned i, bool shared)
     err = cr_mutex_init(&g->lock);
     if (err < 0)
         return err;
-    err = init_cond(&g->cv);
+    err = cr_cond_init(&g->cv);
     if (err < 0)
         cr_mutex_fini(&g->lock);
     return err;
@@ -1129,7 +1069,7 @@ static int init_slot(struct cr_lf_pool *p, unsigned i, const int *priorities)
     err = cr_mutex_init(&s->mu);
     if (err < 0)
         return err;
-    err = init_cond(&s->cv);
+    err = cr_cond_init(&s->cv);
     if (err < 0)
         cr_mutex_fini(&s->mu);
     return err;
@@ -1266,9 +1206,9 @@ void cr_lf_pool_stop(struct cr_lf_pool *p)
             continue;
         /* Under the lock: followers check the flag under it. */
         cr_mutex_lock(&g->lock);
-        signal_all(&g->cv);
+        cr_cond_broadcast(&g->cv);
         for (unsigned j = i; j < p->nslots; j += p->ngroups)
-            signal_one(&p->slots[j].cv);
+            cr_cond_signal(&p->slots[j].cv);
         cr_mutex_unlock(&g->lock);
     }
     if (p->order == ORDER_LOCKFREE) {

@@ -11,6 +11,8 @@
  */
 #include "access_log.h"
 
+#include "out_buf.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -83,35 +85,19 @@ static const char *clf_time(int64_t sec, size_t *len)
     return tl_time;
 }
 
-/* An output cursor that never overruns: put() cuts at end. */
-struct out {
-    char *p;
-    char *end;
-};
-
-static void put(struct out *o, const char *s, size_t n)
+static void puts_(struct httpd_out *o, const char *s)
 {
-    size_t room = (size_t)(o->end - o->p);
-
-    if (n > room)
-        n = room;
-    memcpy(o->p, s, n);
-    o->p += n;
-}
-
-static void puts_(struct out *o, const char *s)
-{
-    put(o, s, strlen(s));
+    httpd_out_put(o, s, strlen(s));
 }
 
 /* Request bytes, with '"', '\\', controls and non-ASCII as \xHH (nginx), so a
  * line can neither be split nor forged. NULL or empty: "-". */
-static void put_escaped(struct out *o, const char *s, size_t n)
+static void put_escaped(struct httpd_out *o, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
 
     if (s == NULL || n == 0) {
-        put(o, "-", 1);
+        httpd_out_put(o, "-", 1);
         return;
     }
     for (size_t i = 0; i < n && o->p < o->end; i++) {
@@ -122,26 +108,14 @@ static void put_escaped(struct out *o, const char *s, size_t n)
 
             if (o->end - o->p < 4)
                 break; /* never half an escape */
-            put(o, esc, 4);
+            httpd_out_put(o, esc, 4);
         } else {
             *o->p++ = (char)ch;
         }
     }
 }
 
-static void put_u64(struct out *o, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-
-    do {
-        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    put(o, tmp + sizeof(tmp) - n, n);
-}
-
-static void put_peer(struct out *o, const struct sockaddr *sa)
+static void put_peer(struct httpd_out *o, const struct sockaddr *sa)
 {
     char host[INET6_ADDRSTRLEN];
 
@@ -158,7 +132,7 @@ static void put_peer(struct out *o, const struct sockaddr *sa)
             (void)inet_ntop(AF_INET, &a->s6_addr[12], host, sizeof(host));
         puts_(o, host);
     } else {
-        put(o, "-", 1);
+        httpd_out_put(o, "-", 1);
     }
 }
 
@@ -167,7 +141,7 @@ size_t access_log_format(char *buf, size_t cap, enum access_log_format format,
 {
     /* The tail ("\" 599 18446744073709551615 ..." and the newline) has a
      * reserve, so cutting a long target never loses the status. */
-    struct out o = {.p = buf, .end = buf + cap - 1};
+    struct httpd_out o = {.p = buf, .end = buf + cap - 1};
     char *req_end = buf + cap - 1 - (format == ACCESS_LOG_COMBINED ? 96 : 40);
     size_t tlen;
     const char *t = clf_time(e->time_sec, &tlen);
@@ -175,41 +149,41 @@ size_t access_log_format(char *buf, size_t cap, enum access_log_format format,
 
     put_peer(&o, e->peer);
     puts_(&o, " - - [");
-    put(&o, t, tlen);
+    httpd_out_put(&o, t, tlen);
     puts_(&o, "] \"");
     if (e->method != NULL && e->method_len > 0) {
-        struct out r = {.p = o.p, .end = req_end > o.p ? req_end : o.p};
+        struct httpd_out r = {.p = o.p, .end = req_end > o.p ? req_end : o.p};
 
         put_escaped(&r, e->method, e->method_len);
-        put(&r, " ", 1);
+        httpd_out_put(&r, " ", 1);
         put_escaped(&r, e->target, e->target_len);
         if (e->version_minor >= 0) {
-            put(&r, " HTTP/1.", 8);
-            put_u64(&r, (uint64_t)e->version_minor);
+            httpd_out_put(&r, " HTTP/1.", 8);
+            httpd_out_u64(&r, (uint64_t)e->version_minor);
         }
         o.p = r.p;
     } else {
-        put(&o, "-", 1);
+        httpd_out_put(&o, "-", 1);
     }
     puts_(&o, "\" ");
-    put_u64(&o, (uint64_t)status);
-    put(&o, " ", 1);
+    httpd_out_u64(&o, (uint64_t)status);
+    httpd_out_put(&o, " ", 1);
     if (e->bytes == 0)
-        put(&o, "-", 1);
+        httpd_out_put(&o, "-", 1);
     else
-        put_u64(&o, e->bytes);
+        httpd_out_u64(&o, e->bytes);
     if (format == ACCESS_LOG_COMBINED) {
         char *half = o.p + (o.end - o.p) / 2;
-        struct out r = {.p = o.p, .end = half};
+        struct httpd_out r = {.p = o.p, .end = half};
 
-        put(&r, " \"", 2);
+        httpd_out_put(&r, " \"", 2);
         put_escaped(&r, e->referer, e->referer_len);
         o.p = r.p;
-        put(&o, "\" \"", 3);
-        r = (struct out){.p = o.p, .end = o.end - 1};
+        httpd_out_put(&o, "\" \"", 3);
+        r = (struct httpd_out){.p = o.p, .end = o.end - 1};
         put_escaped(&r, e->user_agent, e->user_agent_len);
         o.p = r.p;
-        put(&o, "\"", 1);
+        httpd_out_put(&o, "\"", 1);
     }
     *o.p++ = '\n'; /* o.end left one byte for it */
     return (size_t)(o.p - buf);

@@ -42,6 +42,7 @@
 #include "http_file.h"
 #include "http_path.h"
 #include "mime.h"
+#include "out_buf.h"
 #include "status.h"
 
 #include <arpa/inet.h>
@@ -205,39 +206,8 @@ static const char *reason(int status)
     }
 }
 
-/* A cursor into reserved output; the reserve is sized so it never fills,
- * and put() cuts rather than overrun should that be wrong. */
-struct out {
-    char *p;
-    char *end;
-};
-
-static void put(struct out *o, const char *s, size_t n)
-{
-    size_t room = (size_t)(o->end - o->p);
-
-    if (n > room)
-        n = room;
-    memcpy(o->p, s, n);
-    o->p += n;
-}
-
-#define PUT_LIT(o, lit) put((o), (lit), sizeof(lit) - 1)
-
-static void put_u64(struct out *o, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-
-    do {
-        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    put(o, tmp + sizeof(tmp) - n, n);
-}
-
 /* Writes a decoded path percent-encoded: what is not a pchar or '/'. */
-static void put_path_encoded(struct out *o, const char *s, size_t n)
+static void put_path_encoded(struct httpd_out *o, const char *s, size_t n)
 {
     /* write_head reserved 3 bytes per path byte, plus the NUL it writes. */
     ssize_t len = http_path_encode(s, n, o->p, (size_t)(o->end - o->p));
@@ -256,66 +226,67 @@ static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
     size_t need = HEAD_RESERVE + r->ctype_len + r->content_range_len + 3 * r->location_len +
                   r->query_len + r->body_len + r->file_len;
     char *base = cr_conn_reserve(c, need);
-    struct out o;
+    struct httpd_out o;
     int64_t sec;
     const char *date = date_now(&sec);
 
     if (base == NULL)
         return -ENOMEM;
-    o = (struct out){.p = base, .end = base + need};
-    PUT_LIT(&o, "HTTP/1.1 ");
-    put_u64(&o, (uint64_t)r->status);
-    put(&o, " ", 1);
-    put(&o, reason(r->status), strlen(reason(r->status)));
-    PUT_LIT(&o, "\r\nServer: cabrank\r\nDate: ");
-    put(&o, date, HTTP_DATE_LEN);
+    /* need is sized so o never fills; should that be wrong, o cuts rather than overruns. */
+    o = (struct httpd_out){.p = base, .end = base + need};
+    HTTPD_OUT_LIT(&o, "HTTP/1.1 ");
+    httpd_out_u64(&o, (uint64_t)r->status);
+    httpd_out_put(&o, " ", 1);
+    httpd_out_put(&o, reason(r->status), strlen(reason(r->status)));
+    HTTPD_OUT_LIT(&o, "\r\nServer: cabrank\r\nDate: ");
+    httpd_out_put(&o, date, HTTP_DATE_LEN);
     if (r->ctype != NULL) {
-        PUT_LIT(&o, "\r\nContent-Type: ");
-        put(&o, r->ctype, r->ctype_len);
+        HTTPD_OUT_LIT(&o, "\r\nContent-Type: ");
+        httpd_out_put(&o, r->ctype, r->ctype_len);
     }
-    PUT_LIT(&o, "\r\nContent-Length: ");
-    put_u64(&o, r->content_length);
+    HTTPD_OUT_LIT(&o, "\r\nContent-Length: ");
+    httpd_out_u64(&o, r->content_length);
     if (r->v != NULL) {
-        PUT_LIT(&o, "\r\nLast-Modified: ");
-        put(&o, r->v->last_modified, HTTP_DATE_LEN);
-        PUT_LIT(&o, "\r\nETag: ");
-        put(&o, r->v->etag, r->v->etag_len);
+        HTTPD_OUT_LIT(&o, "\r\nLast-Modified: ");
+        httpd_out_put(&o, r->v->last_modified, HTTP_DATE_LEN);
+        HTTPD_OUT_LIT(&o, "\r\nETag: ");
+        httpd_out_put(&o, r->v->etag, r->v->etag_len);
     }
     if (r->accept_ranges)
-        PUT_LIT(&o, "\r\nAccept-Ranges: bytes");
+        HTTPD_OUT_LIT(&o, "\r\nAccept-Ranges: bytes");
     if (r->content_range != NULL) {
-        PUT_LIT(&o, "\r\nContent-Range: ");
-        put(&o, r->content_range, r->content_range_len);
+        HTTPD_OUT_LIT(&o, "\r\nContent-Range: ");
+        httpd_out_put(&o, r->content_range, r->content_range_len);
     }
     if (r->gzip)
-        PUT_LIT(&o, "\r\nContent-Encoding: gzip");
+        HTTPD_OUT_LIT(&o, "\r\nContent-Encoding: gzip");
     if (r->vary)
-        PUT_LIT(&o, "\r\nVary: Accept-Encoding");
+        HTTPD_OUT_LIT(&o, "\r\nVary: Accept-Encoding");
     if (r->location != NULL) {
-        PUT_LIT(&o, "\r\nLocation: ");
+        HTTPD_OUT_LIT(&o, "\r\nLocation: ");
         put_path_encoded(&o, r->location, r->location_len);
         if (r->query != NULL) {
-            put(&o, "?", 1);
-            put(&o, r->query, r->query_len);
+            httpd_out_put(&o, "?", 1);
+            httpd_out_put(&o, r->query, r->query_len);
         }
     }
     if (r->allow)
-        PUT_LIT(&o, "\r\nAllow: " ALLOW);
+        HTTPD_OUT_LIT(&o, "\r\nAllow: " ALLOW);
     if (r->no_store)
-        PUT_LIT(&o, "\r\nCache-Control: no-store");
+        HTTPD_OUT_LIT(&o, "\r\nCache-Control: no-store");
     if (!rp->keep_alive)
-        PUT_LIT(&o, "\r\nConnection: close");
+        HTTPD_OUT_LIT(&o, "\r\nConnection: close");
     else if (rp->minor == 0)
-        PUT_LIT(&o, "\r\nConnection: keep-alive");
-    PUT_LIT(&o, "\r\n\r\n");
+        HTTPD_OUT_LIT(&o, "\r\nConnection: keep-alive");
+    HTTPD_OUT_LIT(&o, "\r\n\r\n");
     if (r->body_len > 0 && !rp->head) {
-        put(&o, r->body, r->body_len);
+        httpd_out_put(&o, r->body, r->body_len);
         rp->body_bytes += r->body_len;
     }
     if (r->file_len > 0 && r->file_data != NULL) {
         char *body = o.p;
 
-        put(&o, r->file_data, r->file_len);
+        httpd_out_put(&o, r->file_data, r->file_len);
         r->file_done = (size_t)(o.p - body);
         rp->body_bytes += r->file_done;
     } else if (r->file_len > 0) {
@@ -339,19 +310,19 @@ static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
 static int write_simple(struct cr_conn *c, struct reply *rp, struct resp *r)
 {
     char body[256];
-    struct out o = {.p = body, .end = body + sizeof(body)};
+    struct httpd_out o = {.p = body, .end = body + sizeof(body)};
     const char *why = reason(r->status);
     size_t wlen = strlen(why);
 
-    PUT_LIT(&o, "<html><head><title>");
-    put_u64(&o, (uint64_t)r->status);
-    put(&o, " ", 1);
-    put(&o, why, wlen);
-    PUT_LIT(&o, "</title></head><body><h1>");
-    put_u64(&o, (uint64_t)r->status);
-    put(&o, " ", 1);
-    put(&o, why, wlen);
-    PUT_LIT(&o, "</h1><hr>cabrank</body></html>\n");
+    HTTPD_OUT_LIT(&o, "<html><head><title>");
+    httpd_out_u64(&o, (uint64_t)r->status);
+    httpd_out_put(&o, " ", 1);
+    httpd_out_put(&o, why, wlen);
+    HTTPD_OUT_LIT(&o, "</title></head><body><h1>");
+    httpd_out_u64(&o, (uint64_t)r->status);
+    httpd_out_put(&o, " ", 1);
+    httpd_out_put(&o, why, wlen);
+    HTTPD_OUT_LIT(&o, "</h1><hr>cabrank</body></html>\n");
     r->ctype = "text/html; charset=utf-8";
     r->ctype_len = strlen(r->ctype);
     r->body = body;
