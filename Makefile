@@ -179,7 +179,8 @@ bench: $(BENCH_BINS)
 	$(BUILD)/bench/pools $(BENCH_ARGS)
 
 .PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
-run: all
+run: deps
+	@$(MAKE) --no-print-directory -j$$(nproc) all
 	@echo "cabrank-httpd: serving www/ on http://$(RUN_ADDR)/ (Ctrl-C stops it)"
 	exec $(BUILD)/cabrank-httpd --root www --listen $(RUN_ADDR)
 
