@@ -38,6 +38,7 @@
 #define DEFAULT_BATCH 64
 #define MAX_BATCH     256
 #define NO_HEAP_IDX   UINT32_MAX
+#define NO_DEADLINE   UINT64_MAX
 
 enum event_kind {
     KIND_FD = 1,
@@ -83,7 +84,7 @@ struct cr_reactor {
     uint32_t *heap;
     uint32_t heap_len;
     bool waiting;        /* a thread is inside the handle set wait */
-    uint64_t wait_until; /* its deadline (0: forever) */
+    uint64_t wait_until; /* its deadline (NO_DEADLINE: forever) */
     bool wake_requested; /* cr_reactor_wake() since the last return */
     int sigfd;           /* -1 until the first signal is added */
     sigset_t sigmask;
@@ -437,7 +438,7 @@ int cr_reactor_timer_add(struct cr_reactor *r, uint64_t delay_ms, cr_reactor_tim
     r->heap[r->heap_len++] = s;
     sift_up(r, t->heap_idx);
     /* The waiter sleeps until its own deadline; tell it of an earlier one. */
-    wake = r->waiting && t->heap_idx == 0 && (r->wait_until == 0 || t->deadline < r->wait_until);
+    wake = r->waiting && t->heap_idx == 0 && t->deadline < r->wait_until;
     if (id_out != NULL)
         *id_out = (uint64_t)t->gen << 32 | s;
     cr_mutex_unlock(&r->lock);
@@ -630,19 +631,15 @@ static bool take_pending(struct cr_reactor *r, struct cr_reactor_event *ev)
 }
 
 /* How long the handle set may sleep: until the caller's deadline or the next
- * timer, whichever is first. 0 deadline means forever. */
+ * timer, whichever is first. NO_DEADLINE means forever. */
 static int wait_ms(const struct cr_reactor *r, uint64_t now, uint64_t deadline, uint64_t *until)
 {
     uint64_t d = deadline;
 
-    if (r->heap_len > 0) {
-        uint64_t t = r->slots[r->heap[0]].deadline;
-
-        if (d == 0 || t < d)
-            d = t;
-    }
+    if (r->heap_len > 0 && r->slots[r->heap[0]].deadline < d)
+        d = r->slots[r->heap[0]].deadline;
     *until = d;
-    if (d == 0)
+    if (d == NO_DEADLINE)
         return -1;
     if (d <= now)
         return 0;
@@ -657,15 +654,13 @@ static int wait_ms(const struct cr_reactor *r, uint64_t now, uint64_t deadline, 
  */
 static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_reactor_event *ev)
 {
+    uint64_t now = cr_clock_now_ns();
     uint64_t deadline =
-        timeout_ms < 0 ? 0 : cr_clock_now_ns() + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+        timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
     int n;
 
-    if (timeout_ms >= 0 && deadline == 0)
-        deadline = 1;
     cr_mutex_lock(&r->lock);
-    for (;;) {
-        uint64_t now = cr_clock_now_ns();
+    for (;; now = cr_clock_now_ns()) {
         uint64_t until;
         int ms;
 
@@ -673,7 +668,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
             cr_mutex_unlock(&r->lock);
             return 1;
         }
-        if (!may_wait || cr_reactor_is_stopped(r) || (deadline != 0 && now >= deadline)) {
+        if (!may_wait || cr_reactor_is_stopped(r) || now >= deadline) {
             cr_mutex_unlock(&r->lock);
             return 0;
         }
