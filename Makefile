@@ -162,7 +162,7 @@ $(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(release_SUPP_OBJS) $(BUILD)/libcabr
 	@mkdir -p $(@D)
 	$(CC) -pthread -o $@ $^ $(DEP_LIBS)
 
-PROGRAMS := $(if $(wildcard examples/reactor_echo.c),$(BUILD)/cabrank-echo)
+PROGRAMS := $(BUILD)/cabrank-echo
 
 $(BUILD)/cabrank-echo: $(BUILD)/examples/reactor_echo
 	ln -sf examples/reactor_echo $@
