@@ -98,6 +98,9 @@ struct cr_conn {
     size_t high_water;
     uint64_t *srv_bytes_in;
     uint64_t *srv_bytes_out;
+    uint64_t *srv_requests;
+    void (*on_request)(void *arg);
+    void *on_request_arg;
 
     /* Everything below: the serving thread only (one at a time). */
     void *state;
@@ -742,6 +745,9 @@ int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *
     c->high_water = cfg->output_high_water != 0 ? cfg->output_high_water : 256 * 1024;
     c->srv_bytes_in = cfg->bytes_in;
     c->srv_bytes_out = cfg->bytes_out;
+    c->srv_requests = cfg->requests;
+    c->on_request = cfg->on_request;
+    c->on_request_arg = cfg->on_request_arg;
     c->segs = c->inline_segs;
     c->seg_cap = INLINE_SEGS;
     now = cr_clock_now_ns();
@@ -975,6 +981,15 @@ void cr_conn_set_send_timeout(struct cr_conn *c, uint64_t ms)
 unsigned cr_conn_worker(const struct cr_conn *c)
 {
     return c->worker;
+}
+
+void cr_conn_request_done(struct cr_conn *c)
+{
+    /* Relaxed: a statistics counter. */
+    if (c->srv_requests != NULL)
+        __atomic_fetch_add(c->srv_requests, 1, __ATOMIC_RELAXED);
+    if (c->on_request != NULL)
+        c->on_request(c->on_request_arg);
 }
 
 struct cr_server *cr_conn_server(const struct cr_conn *c)

@@ -35,6 +35,12 @@ struct cr__conn_config {
      * per cr__conn_handle call); NULL: none. Borrowed. */
     uint64_t *bytes_in;
     uint64_t *bytes_out;
+    /* cr_conn_request_done: adds 1 to *requests (relaxed; NULL: none), then
+     * calls on_request(on_request_arg) when set (process models: the
+     * worker's scoreboard slot). */
+    uint64_t *requests;
+    void (*on_request)(void *arg);
+    void *on_request_arg;
 };
 
 /*

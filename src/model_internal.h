@@ -35,6 +35,7 @@ struct cr_model_env {
     uint64_t *open_connections;
     uint64_t *bytes_in;
     uint64_t *bytes_out;
+    uint64_t *requests;
 };
 
 struct cr_model_ops {
@@ -49,11 +50,20 @@ struct cr_model_ops {
     /* Fills model-specific stats and worker roles; returns the worker count. */
     unsigned (*stats)(const struct cr_model *m, struct cr_server_stats *st,
                       struct cr_worker_stats *workers, unsigned max);
+    /* Graceful restart (cr_server_restart). Thread-safe. Optional: NULL
+     * means nothing to restart. */
+    int (*restart)(struct cr_model *m);
+    /* Process models: copies the scoreboard (cr_server_scoreboard).
+     * Optional: NULL means none. */
+    unsigned (*scoreboard)(const struct cr_model *m, struct cr_scoreboard_entry *e, unsigned max);
 };
 
 extern const struct cr_model_ops cr__model_reactor_ops;
 extern const struct cr_model_ops cr__model_lf_ops;
 extern const struct cr_model_ops cr__model_hshr_ops;
 extern const struct cr_model_ops cr__model_tpc_ops;
+extern const struct cr_model_ops cr__model_forking_ops;
+extern const struct cr_model_ops cr__model_prefork_ops;
+extern const struct cr_model_ops cr__model_proactor_ops;
 
 #endif /* CABRANK_MODEL_INTERNAL_H */

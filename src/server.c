@@ -20,6 +20,7 @@
 
 #include "model_internal.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,18 +36,25 @@
 #define DEFAULT_TIMEOUT_MS      60000
 #define DEFAULT_HIGH_WATER      (256 * 1024)
 #define TPC_MAX_THREADS         1024
+#define DEFAULT_MAX_WORKERS     256
+#define DEFAULT_BUSY_WARN_MS    60000
 /* cr_server_run looks for a stop made by another thread this often. */
 #define RUN_POLL_MS 200
 
 static const struct cr_model_ops *const models[] = {
-    &cr__model_reactor_ops,
-    &cr__model_lf_ops,
-    &cr__model_hshr_ops,
-    &cr__model_tpc_ops,
+    &cr__model_reactor_ops, &cr__model_lf_ops,      &cr__model_hshr_ops,     &cr__model_tpc_ops,
+    &cr__model_forking_ops, &cr__model_prefork_ops, &cr__model_proactor_ops,
 };
 #define NMODELS (sizeof(models) / sizeof(models[0]))
 
-static const char *const model_names[NMODELS + 1] = {"reactor", "lf", "hshr", "tpc", NULL};
+/* The models that exist in this build (a model's ops without create are a
+ * placeholder for one being written): filled once by list_models. */
+static const char *model_names[NMODELS + 1];
+static pthread_once_t model_names_once = PTHREAD_ONCE_INIT;
+
+static const char *const accept_locks[] = {"pthread", "fcntl", "none", "reuseport", NULL};
+static const char *const dispatchers[] = {"lf", "single", "ring-per-thread", NULL};
+static const char *const async_engines[] = {"uring", "emulated", NULL};
 
 static const char *const role_names[CR_ROLE_COUNT] = {
     [CR_ROLE_IDLE] = "idle",         [CR_ROLE_LEADER] = "leader",
@@ -90,7 +98,22 @@ struct cr_server {
     uint64_t open_connections;
     uint64_t bytes_in;
     uint64_t bytes_out;
+    uint64_t requests;
 };
+
+static const char *const worker_state_names[CR_WORKER_STATE_COUNT] = {
+    [CR_WORKER_FREE] = "free", [CR_WORKER_STARTING] = "starting",
+    [CR_WORKER_IDLE] = "idle", [CR_WORKER_LISTENING] = "listening",
+    [CR_WORKER_BUSY] = "busy", [CR_WORKER_STOPPING] = "stopping",
+    [CR_WORKER_DEAD] = "dead",
+};
+
+const char *cr_worker_state_name(enum cr_worker_state state)
+{
+    if ((unsigned)state >= CR_WORKER_STATE_COUNT)
+        return "unknown";
+    return worker_state_names[state];
+}
 
 const char *cr_role_name(enum cr_role role)
 {
@@ -99,18 +122,75 @@ const char *cr_role_name(enum cr_role role)
     return role_names[role];
 }
 
+static void list_models(void)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < NMODELS; i++) {
+        if (models[i]->create != NULL)
+            model_names[n++] = models[i]->name;
+    }
+    model_names[n] = NULL;
+}
+
 const char *const *cr_server_models(void)
 {
+    (void)pthread_once(&model_names_once, list_models);
     return model_names;
 }
 
 static const struct cr_model_ops *find_model(const char *name)
 {
     for (size_t i = 0; i < NMODELS; i++) {
-        if (strcmp(models[i]->name, name) == 0)
+        if (models[i]->create != NULL && strcmp(models[i]->name, name) == 0)
             return models[i];
     }
     return NULL;
+}
+
+/* The entry of list equal to name (a static string), or NULL. */
+static const char *pick(const char *const *list, const char *name)
+{
+    for (size_t i = 0; list[i] != NULL; i++) {
+        if (strcmp(list[i], name) == 0)
+            return list[i];
+    }
+    return NULL;
+}
+
+/* The process models' fields. -EINVAL for impossible values. */
+static int normalise_processes(struct cr_server_config *c, int cpus)
+{
+    if (c->workers < 0 || c->min_spare < 0 || c->max_spare < 0 || c->max_workers < 0)
+        return -EINVAL;
+    if (strcmp(c->model, "prefork") == 0 && c->threads == 0)
+        c->threads = 1; /* classic prefork: a process per connection at a time */
+    if (c->max_workers == 0)
+        c->max_workers = DEFAULT_MAX_WORKERS;
+    if (c->workers == 0)
+        c->workers = cpus < c->max_workers ? cpus : c->max_workers;
+    if (c->workers > c->max_workers)
+        return -EINVAL;
+    if (c->min_spare == 0)
+        c->min_spare = 1;
+    if (c->max_spare == 0)
+        c->max_spare = c->workers + c->min_spare;
+    if (c->max_spare < c->min_spare)
+        return -EINVAL;
+    if (c->busy_warn_ms == 0)
+        c->busy_warn_ms = DEFAULT_BUSY_WARN_MS;
+    c->accept_lock = pick(accept_locks, c->accept_lock != NULL ? c->accept_lock : "pthread");
+    if (c->accept_lock == NULL)
+        return -EINVAL;
+    c->dispatch = pick(dispatchers, c->dispatch != NULL ? c->dispatch : "lf");
+    if (c->dispatch == NULL)
+        return -EINVAL;
+    if (c->async_engine != NULL) {
+        c->async_engine = pick(async_engines, c->async_engine);
+        if (c->async_engine == NULL)
+            return -EINVAL;
+    }
+    return 0;
 }
 
 static int cpu_count(void)
@@ -135,6 +215,8 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
         return -EINVAL;
     c->model = s->ops->name;
     is_tpc = strcmp(c->model, "tpc") == 0;
+    if (normalise_processes(c, cpu_count()) < 0)
+        return -EINVAL;
     if (c->backlog == 0)
         c->backlog = DEFAULT_BACKLOG;
     if (c->threads == 0)
@@ -221,10 +303,14 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
     return err;
 }
 
-/* Opens the configured listeners, or adopts the inherited ones. */
+/* Opens the configured listeners, or adopts the inherited ones. Prefork
+ * with accept_lock reuseport: each worker opens its own copy, which needs
+ * SO_REUSEPORT on the master's socket too. */
 static int open_listeners(struct cr_server *s, const struct cr_server_config *in)
 {
     bool grouped = wants_groups(s, in);
+    bool reuseport = grouped || (strcmp(s->cfg.model, "prefork") == 0 &&
+                                 strcmp(s->cfg.accept_lock, "reuseport") == 0);
 
     for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
         if (in->listen_fds[i] > 0) {
@@ -236,7 +322,7 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
             struct cr_listener_config lc = {
                 .address = in->listen[i],
                 .backlog = s->cfg.backlog,
-                .reuseport = grouped,
+                .reuseport = reuseport,
             };
             int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
 
@@ -251,7 +337,7 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
         struct cr_listener_config lc = {
             .address = DEFAULT_LISTEN,
             .backlog = s->cfg.backlog,
-            .reuseport = grouped,
+            .reuseport = reuseport,
         };
         int err = cr_listener_open(&s->listen_fds[0], &lc);
 
@@ -320,11 +406,13 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
                 .output_high_water = s->cfg.output_high_water,
                 .bytes_in = &s->bytes_in,
                 .bytes_out = &s->bytes_out,
+                .requests = &s->requests,
             },
         .accepted = &s->accepted,
         .open_connections = &s->open_connections,
         .bytes_in = &s->bytes_in,
         .bytes_out = &s->bytes_out,
+        .requests = &s->requests,
     };
     err = s->ops->create(&s->model, &s->env);
     if (err < 0)
@@ -376,6 +464,13 @@ void cr_server_stop(struct cr_server *s, bool graceful)
     /* Relaxed: a flag for cr_server_run's loop; the model synchronises. */
     __atomic_store_n(&s->stop_requested, 1, __ATOMIC_RELAXED);
     s->ops->stop(s->model, graceful);
+}
+
+int cr_server_restart(struct cr_server *s)
+{
+    if (s->ops->restart == NULL)
+        return 0;
+    return s->ops->restart(s->model);
 }
 
 int cr_server_wait(struct cr_server *s)
@@ -436,10 +531,16 @@ int cr_server_run(struct cr_server *s)
             CR_LOG(CR_LOG_INFO, "signal %d: immediate stop", signo);
             cr_server_stop(s, false);
             break;
-        case SIGHUP:
+        case SIGHUP: {
+            int rerr;
+
             if (s->cfg.on_hup != NULL)
                 s->cfg.on_hup(s, s->cfg.signal_arg);
+            rerr = cr_server_restart(s);
+            if (rerr < 0)
+                CR_LOG(CR_LOG_ERROR, "graceful restart: %s", strerror(-rerr));
             break;
+        }
         case SIGUSR1:
             if (s->cfg.on_usr1 != NULL)
                 s->cfg.on_usr1(s, s->cfg.signal_arg);
@@ -498,6 +599,15 @@ unsigned cr_server_stats(const struct cr_server *s, struct cr_server_stats *st,
     st->open_connections = __atomic_load_n(&s->open_connections, __ATOMIC_RELAXED);
     st->bytes_in = __atomic_load_n(&s->bytes_in, __ATOMIC_RELAXED);
     st->bytes_out = __atomic_load_n(&s->bytes_out, __ATOMIC_RELAXED);
+    st->requests = __atomic_load_n(&s->requests, __ATOMIC_RELAXED);
     st->workers = s->ops->stats != NULL ? s->ops->stats(s->model, st, workers, max) : 0;
     return st->workers;
+}
+
+unsigned cr_server_scoreboard(const struct cr_server *s, struct cr_scoreboard_entry *entries,
+                              unsigned max)
+{
+    if (s->ops->scoreboard == NULL)
+        return 0;
+    return s->ops->scoreboard(s->model, entries, max);
 }

@@ -6,8 +6,21 @@
  *   lf        Leader/Followers thread pool over one or more Reactors (groups)
  *   hshr      Half-Sync/Half-Reactive: a reactor thread queues jobs to workers
  *   tpc       a thread per connection, blocking I/O, capped
+ *   forking   a process per connection: the master accepts and forks a child
+ *             that serves the connection to its end and exits (capped)
+ *   prefork   a Worker Pool Manager (the master) keeps a pool of worker
+ *             processes that take turns on the listening sockets (an accept
+ *             lock: Leader/Followers across processes), each optionally
+ *             running several threads; a scoreboard in shared memory
+ *   proactor  asynchronous operations (io_uring, or an emulated engine) and
+ *             a completion dispatcher (proactor.h)
  *
- * (forking, prefork and proactor join behind the same interface.)
+ * Process models run the service in child processes: the service's open,
+ * input, drained and close calls happen there, never in the master, so what
+ * the service counts in its own memory is per process (counters meant for
+ * the whole server belong in shared memory, or in cr_server_stats and the
+ * scoreboard, which the models keep in shared memory). See service.h for
+ * the process_init/process_exit hooks.
  *
  * Lifecycle: create (binds the listeners), start (threads run), then stop and
  * wait from any thread, or cr_server_run() which starts, turns TERM/INT into
@@ -39,7 +52,23 @@ struct cr_server_config {
     uint64_t idle_timeout_ms; /* default input timeout; 0: 60000 */
     uint64_t send_timeout_ms; /* no send progress; 0: 60000 */
     size_t output_high_water; /* stop feeding input beyond; 0: 256 KiB */
-    void (*on_hup)(struct cr_server *s, void *arg);  /* cr_server_run: SIGHUP */
+    /* Process models (forking, prefork). */
+    int workers;     /* prefork: started at once, and never fewer; 0: CPUs */
+    int min_spare;   /* prefork: idle workers kept at least (up to max_workers); 0: 1 */
+    int max_spare;   /* prefork: idle workers beyond this are retired (not below
+                        workers); 0: workers + min_spare */
+    int max_workers; /* prefork: cap on workers; forking: cap on children; 0: 256 */
+    uint64_t max_requests_per_child; /* prefork: retire a worker after; 0: never */
+    const char *accept_lock;         /* prefork: pthread|fcntl|none|reuseport; NULL: pthread */
+    uint64_t busy_warn_ms; /* prefork: log a worker busy on one connection longer; 0: 60000 */
+    /* proactor (proactor.h). */
+    const char *dispatch;     /* single|lf|ring-per-thread; NULL: lf */
+    const char *async_engine; /* uring|emulated; NULL: uring where it works */
+    /*
+     * cr_server_run: SIGHUP calls on_hup (re-read the configuration), then
+     * cr_server_restart (prefork: a new generation of workers).
+     */
+    void (*on_hup)(struct cr_server *s, void *arg);
     void (*on_usr1)(struct cr_server *s, void *arg); /* cr_server_run: SIGUSR1 */
     void *signal_arg;
 };
@@ -53,6 +82,34 @@ enum cr_role {
     CR_ROLE_LISTENER,   /* hshr: the reactor thread */
     CR_ROLE_STOPPED,
     CR_ROLE_COUNT
+};
+
+/* A worker process's state in the scoreboard (prefork, forking). */
+enum cr_worker_state {
+    CR_WORKER_FREE = 0,  /* the slot is unused */
+    CR_WORKER_STARTING,  /* forked, not yet serving */
+    CR_WORKER_IDLE,      /* waiting for its turn to accept (a follower) */
+    CR_WORKER_LISTENING, /* holds the accept lock, waits on the listeners (the leader) */
+    CR_WORKER_BUSY,      /* serving a connection */
+    CR_WORKER_STOPPING,  /* told to stop: finishing what is in flight */
+    CR_WORKER_DEAD,      /* exited; the manager reaps it and frees the slot */
+    CR_WORKER_STATE_COUNT
+};
+
+/* Name of a state ("idle", ...). */
+const char *cr_worker_state_name(enum cr_worker_state state);
+
+/* One scoreboard slot, as cr_server_scoreboard copies it out. */
+struct cr_scoreboard_entry {
+    int pid;
+    unsigned generation; /* bumped by each graceful restart */
+    enum cr_worker_state state;
+    unsigned busy_threads;    /* threads serving a connection now */
+    uint64_t connections;     /* connections served */
+    uint64_t requests;        /* requests served (cr_conn_request_done) */
+    uint64_t bytes;           /* bytes sent */
+    uint64_t last_request_ns; /* wall clock (CLOCK_REALTIME) of the last request; 0: none */
+    uint64_t busy_ns;         /* BUSY: how long on the current connection */
 };
 
 /* Name of a role ("leader", ...). */
@@ -79,6 +136,14 @@ struct cr_server_stats {
      * in group order (the first 64 groups; 0 and none for other models). */
     unsigned groups;
     uint64_t group_accepted[64];
+    /* Requests the service reported (cr_conn_request_done), server-wide. */
+    uint64_t requests;
+    /* Process models: worker processes alive, the generation, restarts,
+     * workers that died other than by being told to stop. */
+    unsigned processes;
+    unsigned generation;
+    uint64_t restarts;
+    uint64_t crashes;
 };
 
 /*
@@ -101,6 +166,15 @@ CR_MUST_CHECK int cr_server_start(struct cr_server *s);
  * cr_server_wait() waits. Thread-safe; async-signal-unsafe.
  */
 void cr_server_stop(struct cr_server *s, bool graceful);
+
+/*
+ * Graceful restart: prefork starts a new generation of workers (forked now,
+ * so they see whatever configuration the application changed) and lets the
+ * old ones finish their in-flight requests and exit; the listening sockets
+ * stay open throughout. Other models have no workers to replace: 0, nothing
+ * done. Thread-safe.
+ */
+CR_MUST_CHECK int cr_server_restart(struct cr_server *s);
 
 /* Waits until every worker has exited after a stop. 0 or -errno. Owner
  * thread only. */
@@ -128,5 +202,13 @@ CR_MUST_CHECK int cr_server_address(const struct cr_server *s, unsigned i, char 
  */
 unsigned cr_server_stats(const struct cr_server *s, struct cr_server_stats *st,
                          struct cr_worker_stats *workers, unsigned max);
+
+/*
+ * The scoreboard of a process model: copies at most max slots in use (state
+ * not FREE) into entries; returns how many are in use (0 for thread models).
+ * Readable from the master and from any worker process. Thread-safe.
+ */
+unsigned cr_server_scoreboard(const struct cr_server *s, struct cr_scoreboard_entry *entries,
+                              unsigned max);
 
 #endif /* CABRANK_SERVER_H */

@@ -65,6 +65,17 @@ struct cr_service {
     /* The connection is gone (closed by either side, timed out or shut
      * down). Frees state. Optional. */
     void (*close)(void *ctx, void *state);
+
+    /*
+     * Process models (forking, prefork): process_init runs in each new
+     * worker process right after fork, before it serves anything: a service
+     * with threads of its own (a log flusher) starts them again there, since
+     * fork copies only the forking thread. 0, or -errno (the worker exits
+     * and the manager logs it). process_exit runs in the worker before it
+     * exits (flush buffers). Never called under thread models. Optional.
+     */
+    int (*process_init)(void *ctx);
+    void (*process_exit)(void *ctx);
 };
 
 /* The peer and local addresses. Thread: the serving thread. */
@@ -114,8 +125,18 @@ void cr_conn_set_input_timeout(struct cr_conn *c, uint64_t ms);
  * Thread: the serving thread. */
 void cr_conn_set_send_timeout(struct cr_conn *c, uint64_t ms);
 
+/*
+ * A request was answered: counts it in the server's statistics and, under
+ * the process models, in the worker's scoreboard slot (requests, time of the
+ * last request, max_requests_per_child). Services with a notion of requests
+ * call it once per answer. Thread: the serving thread.
+ */
+void cr_conn_request_done(struct cr_conn *c);
+
 /* Index of the worker (thread or process) serving now, for status pages and
- * per-worker data; < the server's worker count. Thread: the serving thread. */
+ * per-worker data; < the server's worker count. Under the process models it
+ * is the thread's index inside its process (< threads, or 1). Thread: the
+ * serving thread. */
 unsigned cr_conn_worker(const struct cr_conn *c);
 
 /* The server this connection belongs to (for its stats). */

@@ -1,0 +1,9 @@
+/*
+ * model_prefork.c - placeholder: the prefork model is being written. Without create,
+ * cr_server does not list it (server.c).
+ */
+#include "model_internal.h"
+
+const struct cr_model_ops cr__model_prefork_ops = {
+    .name = "prefork",
+};
