@@ -1,0 +1,83 @@
+/*
+ * scoreboard_internal.h - the scoreboard of the process models (the Worker
+ * Pool Manager's view of its workers; Apache's scoreboard): a slot per worker
+ * process in anonymous shared memory (mmap MAP_SHARED | MAP_ANONYMOUS made
+ * before the first fork, so it disappears with the last process: nothing is
+ * left in /dev/shm after a stop, whatever killed the server).
+ *
+ * Writers: the manager claims a slot for a worker it forks (pid, generation,
+ * tag, state STARTING), sets `stop` to tell it to finish, and frees it after
+ * reaping; the worker writes its own state and counters, without locks,
+ * with relaxed atomic stores and adds (one writer per field, readers take a
+ * snapshot that may mix two moments of a slot, which a status page tolerates).
+ *
+ * Capacity: CR__SCOREBOARD_SLOTS(max_workers) slots, room for the current
+ * generation at its maximum and for old generations still draining, so a
+ * graceful restart never waits for a slot ("scoreboard is full" cannot
+ * happen while at most three old generations drain at full size). When none
+ * is free even so, the manager evicts the slot of the oldest stopping worker:
+ * `tag` changes, the evicted worker sees it and stops writing to the slot.
+ */
+#ifndef CABRANK_SCOREBOARD_INTERNAL_H
+#define CABRANK_SCOREBOARD_INTERNAL_H
+
+#include <cabrank/server.h>
+
+#define CR__SCOREBOARD_SLOTS(max_workers) (4u * (unsigned)(max_workers) + 4u)
+
+struct cr__slot {
+    /* Written by the manager. */
+    int pid;
+    unsigned generation;
+    uint32_t tag; /* changes at each claim: a worker's claim check */
+    int stop;     /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
+    /* Written by the worker (the manager writes STARTING, DEAD, FREE). */
+    int state; /* enum cr_worker_state */
+    unsigned busy_threads;
+    uint64_t connections;
+    uint64_t requests;
+    uint64_t bytes;
+    uint64_t last_request_ns; /* CLOCK_REALTIME */
+    uint64_t busy_since_ns;   /* CLOCK_MONOTONIC: start of the current connection */
+} __attribute__((aligned(64)));
+
+struct cr__scoreboard;
+
+/* Maps a scoreboard of nslots free slots. *out returns owned. -errno. */
+int cr__scoreboard_create(struct cr__scoreboard **out, unsigned nslots);
+
+/* Unmaps it (in the master after the last worker is reaped). NULL-safe. */
+void cr__scoreboard_destroy(struct cr__scoreboard *sb);
+
+unsigned cr__scoreboard_size(const struct cr__scoreboard *sb);
+struct cr__slot *cr__scoreboard_slot(struct cr__scoreboard *sb, unsigned i);
+
+/*
+ * Manager: claims a free slot for a worker of generation gen about to be
+ * forked (state STARTING, counters zero, a new tag). Returns its index, or
+ * -ENOSPC when every slot is taken (the caller may evict a stopping one with
+ * cr__scoreboard_evict and retry).
+ */
+int cr__scoreboard_claim(struct cr__scoreboard *sb, unsigned gen);
+
+/* Manager: frees slot i (its worker is reaped). A worker whose slot was
+ * evicted no longer has one: check cr__scoreboard_owns(sb, i, its tag)
+ * before releasing, or the slot's new worker loses it. */
+void cr__scoreboard_release(struct cr__scoreboard *sb, unsigned i);
+
+/* Manager: frees the slot of the oldest-generation STOPPING worker (its tag
+ * changes so that worker stops using it). The index, or -ENOSPC. */
+int cr__scoreboard_evict(struct cr__scoreboard *sb);
+
+/* Worker: true while slot i is still the one claimed with tag. */
+bool cr__scoreboard_owns(struct cr__scoreboard *sb, unsigned i, uint32_t tag);
+
+/* Copies the slots in use into e (at most max; busy_ns computed now);
+ * returns how many are in use. Any process. */
+unsigned cr__scoreboard_copy(struct cr__scoreboard *sb, struct cr_scoreboard_entry *e,
+                             unsigned max);
+
+/* Counts slots of generation gen in state (e.g. idle workers now). */
+unsigned cr__scoreboard_count(struct cr__scoreboard *sb, unsigned gen, enum cr_worker_state st);
+
+#endif /* CABRANK_SCOREBOARD_INTERNAL_H */
