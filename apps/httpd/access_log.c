@@ -8,6 +8,19 @@
  * write(2) and around the descriptor swap of a reopen, so a write never goes
  * to a descriptor being closed. Flushes happen per full buffer or per
  * second, never per request, so fd_lock is not contended on the request path.
+ * stop_lock is never held with another log lock. The fork handlers take
+ * registry_lock, then every log's buffer locks in index order, fd_lock and
+ * stop_lock: registry_lock comes first and is otherwise held alone.
+ *
+ * fork: a child gets a copy of the forking thread only, and of every lock
+ * as it was, so a lock held by the flusher or a serving thread at that
+ * moment would stay locked in the child forever, and lines buffered then
+ * would be written twice (by the parent, and by the child at its flush).
+ * The pthread_atfork handlers make fork a point where no log lock is held
+ * (prepare takes them all; both sides release them), and the child drops
+ * the buffered lines (the parent writes them) and knows it has no flusher.
+ * access_log_after_fork starts the child's own; access_log_before_exit
+ * stops it and writes the rest. Open logs are found through a registry.
  */
 #include "access_log.h"
 
@@ -24,6 +37,18 @@
 #include <time.h>
 #include <unistd.h>
 
+/* ThreadSanitizer cannot follow a thread created in a child forked from a
+ * multi-threaded process (it dies, or reuses the id of a parent's thread it
+ * still tracks): under TSan a child gets no flusher (see after_fork). */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define ACCESS_LOG_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(ACCESS_LOG_TSAN)
+#define ACCESS_LOG_TSAN 1
+#endif
+
 #define DEFAULT_BUFFER_SIZE (64 * 1024)
 #define DEFAULT_FLUSH_MS    1000
 
@@ -31,6 +56,7 @@ struct log_buf {
     pthread_mutex_t lock;
     /* Protected by lock. */
     size_t len;
+    uint64_t flushed_ns; /* time of the oldest line; used when no flusher runs */
     char *data;
 } __attribute__((aligned(64)));
 
@@ -52,7 +78,21 @@ struct access_log {
     pthread_cond_t stop_cond;
     /* Protected by stop_lock. */
     bool stopping;
+    /* The flusher thread of this process runs (joined by whoever clears it):
+     * false in a child until access_log_after_fork. Written by the owner
+     * thread before serving threads exist (a child's) or after they are gone,
+     * and by the fork handler (the child's only thread); read by appends,
+     * which then flush a buffer whose lines are older than flush_ns. */
+    bool flusher_running;
+
+    /* Protected by registry_lock. */
+    struct access_log *next;
 };
+
+/* Every open log, for the fork handlers. */
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct access_log *registry;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
 /* ------------------------------------------------------------------ formatting */
 
@@ -209,6 +249,15 @@ static void write_out(struct access_log *l, const char *data, size_t len)
     pthread_mutex_unlock(&l->fd_lock);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    /* Coarse: the flush interval is a second by default. */
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 /* Caller holds b->lock. */
 static void flush_buf(struct access_log *l, struct log_buf *b)
 {
@@ -232,6 +281,16 @@ void access_log_append(struct access_log *l, unsigned worker, const struct acces
     } else {
         memcpy(b->data + b->len, line, n);
         b->len += n;
+    }
+    if (!l->flusher_running) {
+        /* No flusher (a child under TSan): lines wait at most an interval
+         * while requests come; those of an idle worker wait for its exit. */
+        uint64_t now = now_ns();
+
+        if (b->len == n)
+            b->flushed_ns = now; /* the oldest line's time */
+        else if (now - b->flushed_ns >= l->flush_ns)
+            flush_buf(l, b);
     }
     pthread_mutex_unlock(&b->lock);
 }
@@ -293,6 +352,126 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
+/* ------------------------------------------------------------------ fork */
+
+/* Before fork: no log lock may be held by another thread at the fork. */
+static void atfork_prepare(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (struct access_log *l = registry; l != NULL; l = l->next) {
+        for (unsigned i = 0; i < l->nbufs; i++)
+            pthread_mutex_lock(&l->bufs[i].lock);
+        pthread_mutex_lock(&l->fd_lock);
+        pthread_mutex_lock(&l->stop_lock);
+    }
+}
+
+static void unlock_all(void)
+{
+    for (struct access_log *l = registry; l != NULL; l = l->next) {
+        pthread_mutex_unlock(&l->stop_lock);
+        pthread_mutex_unlock(&l->fd_lock);
+        for (unsigned i = l->nbufs; i-- > 0;)
+            pthread_mutex_unlock(&l->bufs[i].lock);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void atfork_parent(void)
+{
+    unlock_all();
+}
+
+/*
+ * In the child, the only thread. The buffered lines are the parent's (it
+ * writes them); the flusher is not here. The condition variable may have
+ * had the parent's flusher waiting on it, a waiter that does not exist in
+ * the child, so it is made anew rather than trusted (glibc's destroy would
+ * wait for that waiter forever).
+ */
+static void atfork_child(void)
+{
+    for (struct access_log *l = registry; l != NULL; l = l->next) {
+        pthread_condattr_t ca;
+
+        for (unsigned i = 0; i < l->nbufs; i++)
+            l->bufs[i].len = 0;
+        l->flusher_running = false;
+        l->stopping = false;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&l->stop_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    unlock_all();
+}
+
+static void register_atfork(void)
+{
+    /* Cannot fail but for ENOMEM at start; without the handlers a fork
+     * could only duplicate lines or leave a lock held, as before. */
+    (void)pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+}
+
+static void registry_add(struct access_log *l)
+{
+    pthread_once(&atfork_once, register_atfork);
+    pthread_mutex_lock(&registry_lock);
+    l->next = registry;
+    registry = l;
+    pthread_mutex_unlock(&registry_lock);
+}
+
+static void registry_remove(struct access_log *l)
+{
+    pthread_mutex_lock(&registry_lock);
+    for (struct access_log **pp = &registry; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
+/* Stops and joins this process's flusher, if it runs. */
+static void stop_flusher(struct access_log *l)
+{
+    if (!l->flusher_running)
+        return;
+    pthread_mutex_lock(&l->stop_lock);
+    l->stopping = true;
+    pthread_cond_signal(&l->stop_cond);
+    pthread_mutex_unlock(&l->stop_lock);
+    pthread_join(l->flusher, NULL);
+    l->flusher_running = false;
+    l->stopping = false;
+}
+
+int access_log_after_fork(struct access_log *l)
+{
+    int err;
+
+    if (l == NULL || l->flusher_running)
+        return 0;
+#ifdef ACCESS_LOG_TSAN
+    return 0; /* appends flush by time instead (see the top) */
+#endif
+    err = -pthread_create(&l->flusher, NULL, flusher_main, l);
+    if (err < 0)
+        return err;
+    l->flusher_running = true;
+    return 0;
+}
+
+void access_log_before_exit(struct access_log *l)
+{
+    if (l == NULL)
+        return;
+    stop_flusher(l);
+    access_log_flush(l);
+}
+
 int access_log_open(struct access_log **out, const struct access_log_config *cfg)
 {
     struct access_log *l;
@@ -338,6 +517,8 @@ int access_log_open(struct access_log **out, const struct access_log_config *cfg
     err = -pthread_create(&l->flusher, NULL, flusher_main, l);
     if (err < 0)
         goto out_close;
+    l->flusher_running = true;
+    registry_add(l);
     *out = l;
     return 0;
 
@@ -361,11 +542,8 @@ void access_log_close(struct access_log *l)
 {
     if (l == NULL)
         return;
-    pthread_mutex_lock(&l->stop_lock);
-    l->stopping = true;
-    pthread_cond_signal(&l->stop_cond);
-    pthread_mutex_unlock(&l->stop_lock);
-    pthread_join(l->flusher, NULL);
+    registry_remove(l);
+    stop_flusher(l);
     access_log_flush(l);
     for (unsigned i = 0; i < l->nbufs; i++) {
         pthread_mutex_destroy(&l->bufs[i].lock);

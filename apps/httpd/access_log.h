@@ -9,6 +9,13 @@
  * close. Reopening (SIGUSR1, after logrotate moved the file) opens the path
  * anew and swaps the descriptor between two flushes, so no line is lost or
  * split.
+ *
+ * Process models: fork is safe at any time (pthread_atfork handlers: no log
+ * lock stays held in the child, and lines buffered at the fork are written
+ * once, by the parent). A child process calls access_log_after_fork to get
+ * a flusher of its own and access_log_before_exit before it exits; it
+ * appends into its own copy of the buffers, writing to the shared file
+ * (O_APPEND, one write(2) per buffer, so lines of processes never mix).
  */
 #ifndef CABRANK_HTTPD_ACCESS_LOG_H
 #define CABRANK_HTTPD_ACCESS_LOG_H
@@ -74,6 +81,18 @@ void access_log_close(struct access_log *l);
 /* Formats e into worker's buffer (worker taken modulo the buffer count);
  * writes the buffer first if e does not fit. Thread-safe. */
 void access_log_append(struct access_log *l, unsigned worker, const struct access_log_entry *e);
+
+/*
+ * In a child process right after fork: starts the child's flusher (fork
+ * copied only the forking thread). 0 if it runs already; NULL-safe. -errno
+ * of pthread_create. Owner thread only.
+ */
+CR_MUST_CHECK int access_log_after_fork(struct access_log *l);
+
+/* In a process about to exit without access_log_close (a worker): stops its
+ * flusher and writes what is buffered. Appends after it are written at the
+ * next flush or close only. NULL-safe. Owner thread only. */
+void access_log_before_exit(struct access_log *l);
 
 /* Writes every buffer now. Thread-safe. */
 void access_log_flush(struct access_log *l);

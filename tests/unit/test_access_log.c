@@ -5,7 +5,10 @@
  * IPv4 peers, long fields cut with the status kept), buffering until a flush,
  * a full buffer or close, the flusher thread's periodic write, reopening
  * after the file was moved away, and concurrent appends from many threads
- * arriving as whole lines (run under TSan by `make test`).
+ * arriving as whole lines (run under TSan by `make test`), and fork while
+ * other threads log hard: children log through access_log_after_fork and
+ * access_log_before_exit, and every line of parent and children appears
+ * exactly once (no lock left held in a child, no buffered line written twice).
  */
 #include "../../apps/httpd/access_log.h"
 
@@ -18,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -390,6 +394,151 @@ START_TEST(concurrent_appends_arrive_as_whole_lines)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ fork */
+
+#define FORK_CHILDREN    6
+#define FORK_CHILD_LINES 500
+#define FORK_LOGGERS     2
+
+struct hard_logger {
+    struct access_log *l;
+    unsigned worker;
+    int stop; /* relaxed atomic, set by the test thread */
+    unsigned lines;
+};
+
+static void *log_hard(void *arg)
+{
+    struct hard_logger *h = arg;
+    char target[32];
+
+    while (!__atomic_load_n(&h->stop, __ATOMIC_RELAXED)) {
+        struct access_log_entry e;
+
+        snprintf(target, sizeof(target), "/p%u/%u", h->worker, h->lines);
+        e = entry("GET", target, 200, 1);
+        access_log_append(h->l, h->worker, &e);
+        h->lines++;
+        /* Bursts with short pauses: hard enough that forks land inside
+         * appends and flushes, bounded so the file stays small. */
+        if (h->lines % 4 == 0)
+            usleep(20);
+    }
+    return NULL;
+}
+
+/* A forked child: logs into the same buffers the parent's threads use (a
+ * lock held at the fork would hang it here), then exits through the hook. */
+static int child_logs(struct access_log *l, unsigned k)
+{
+    char target[32];
+
+    if (access_log_after_fork(l) != 0)
+        return 3;
+    for (unsigned i = 0; i < FORK_CHILD_LINES; i++) {
+        struct access_log_entry e;
+
+        snprintf(target, sizeof(target), "/c%u/%u", k, i);
+        e = entry("GET", target, 200, 1);
+        access_log_append(l, i, &e);
+        if (i == FORK_CHILD_LINES / 2)
+            usleep(30 * 1000); /* the child's flusher writes some */
+    }
+    access_log_before_exit(l);
+    return 0;
+}
+
+/* Counts of each "/p<w>/<n>" and "/c<k>/<n>" line in the file. */
+static void check_each_line_once(const struct hard_logger *h)
+{
+    size_t len = size_of(path);
+    char *buf = malloc(len + 1);
+    unsigned char *pseen[FORK_LOGGERS];
+    unsigned char cseen[FORK_CHILDREN][FORK_CHILD_LINES];
+    int fd = open(path, O_RDONLY);
+
+    ck_assert_ptr_nonnull(buf);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(read(fd, buf, len), (ssize_t)len);
+    close(fd);
+    buf[len] = '\0';
+    memset(cseen, 0, sizeof(cseen));
+    for (unsigned w = 0; w < FORK_LOGGERS; w++) {
+        pseen[w] = calloc(h[w].lines + 1, 1);
+        ck_assert_ptr_nonnull(pseen[w]);
+    }
+    for (char *line = buf; *line != '\0';) {
+        char *nl = strchr(line, '\n');
+        char *t = strstr(line, "\"GET /");
+        char kind;
+        unsigned a;
+        unsigned n;
+
+        ck_assert_ptr_nonnull(nl);
+        ck_assert_ptr_nonnull(t);
+        ck_assert_int_eq(sscanf(t, "\"GET /%c%u/%u ", &kind, &a, &n), 3);
+        if (kind == 'p') {
+            ck_assert_uint_lt(a, FORK_LOGGERS);
+            ck_assert_uint_lt(n, h[a].lines);
+            ck_assert_msg(pseen[a][n]++ == 0, "parent line /p%u/%u twice", a, n);
+        } else {
+            ck_assert_int_eq(kind, 'c');
+            ck_assert_uint_lt(a, FORK_CHILDREN);
+            ck_assert_uint_lt(n, FORK_CHILD_LINES);
+            ck_assert_msg(cseen[a][n]++ == 0, "child line /c%u/%u twice", a, n);
+        }
+        line = nl + 1;
+    }
+    for (unsigned w = 0; w < FORK_LOGGERS; w++) {
+        for (unsigned n = 0; n < h[w].lines; n++)
+            ck_assert_msg(pseen[w][n] == 1, "parent line /p%u/%u missing", w, n);
+        free(pseen[w]);
+    }
+    for (unsigned k = 0; k < FORK_CHILDREN; k++) {
+        for (unsigned n = 0; n < FORK_CHILD_LINES; n++)
+            ck_assert_msg(cseen[k][n] == 1, "child line /c%u/%u missing", k, n);
+    }
+    free(buf);
+}
+
+START_TEST(fork_while_logging_writes_every_line_exactly_once)
+{
+    pthread_t th[FORK_LOGGERS];
+    struct hard_logger h[FORK_LOGGERS];
+    pid_t pids[FORK_CHILDREN];
+    struct access_log *l;
+
+    make_dir();
+    /* Small buffers and a short interval: flushes (fd_lock held) and full
+     * buffers happen all the time, so forks land inside them. */
+    l = open_log(ACCESS_LOG_LINE_MAX, 1, 2);
+    for (unsigned w = 0; w < FORK_LOGGERS; w++) {
+        h[w] = (struct hard_logger){.l = l, .worker = w};
+        ck_assert_int_eq(pthread_create(&th[w], NULL, log_hard, &h[w]), 0);
+    }
+    for (unsigned k = 0; k < FORK_CHILDREN; k++) {
+        usleep(5 * 1000);
+        pids[k] = fork();
+        ck_assert_int_ge(pids[k], 0);
+        if (pids[k] == 0)
+            _exit(child_logs(l, k));
+    }
+    for (unsigned k = 0; k < FORK_CHILDREN; k++) {
+        int st = 0;
+
+        ck_assert_int_eq(waitpid(pids[k], &st, 0), pids[k]);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %u: status %#x", k, st);
+    }
+    for (unsigned w = 0; w < FORK_LOGGERS; w++) {
+        __atomic_store_n(&h[w].stop, 1, __ATOMIC_RELAXED);
+        pthread_join(th[w], NULL);
+    }
+    access_log_close(l);
+    check_each_line_once(h);
+    remove_dir();
+}
+END_TEST
+
 Suite *access_log_suite(void);
 Suite *access_log_suite(void)
 {
@@ -410,6 +559,7 @@ Suite *access_log_suite(void)
     tcase_add_test(tc, reopens_after_the_file_was_moved);
     tcase_add_test(tc, open_fails_for_an_unwritable_path);
     tcase_add_test(tc, concurrent_appends_arrive_as_whole_lines);
+    tcase_add_test(tc, fork_while_logging_writes_every_line_exactly_once);
     suite_add_tcase(s, tc);
     return s;
 }
