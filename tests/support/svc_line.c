@@ -1,10 +1,14 @@
 /*
  * svc_line.c - the line-protocol test service (services.h), the counters
  * shared with the echo service, and the client helper tests use to speak
- * the protocol. The service runs on the models' serving threads; one
- * connection's calls never overlap (it counts it if they do), different
- * connections' calls run concurrently, and the service object holds only
- * atomics and read-only data.
+ * the protocol. The service runs on the models' serving threads (in worker
+ * processes under the process models); one connection's calls never
+ * overlap (it counts it if they do), different connections' calls run
+ * concurrently, and the service object holds only read-only data and a
+ * pointer to the counts, atomics in a MAP_SHARED page that every forked
+ * worker shares with the test (a zero-copy segment a child still holds
+ * when it exits is released by cr__conn_destroy in that child, so
+ * `releases` reaches 0 there too).
  */
 #include "services.h"
 #include "support.h"
@@ -33,15 +37,15 @@ static void enter(struct cr_test_svc *t, struct line_conn *lc)
     /* acq_rel exchange: pairs with the release store in leave() on
      * whichever thread ran the previous call. */
     if (__atomic_exchange_n(&lc->busy, 1, __ATOMIC_ACQ_REL) != 0)
-        __atomic_fetch_add(&t->overlaps, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->n->overlaps, 1, __ATOMIC_RELAXED);
 }
 
 static void leave(struct cr_test_svc *t, struct line_conn *lc, struct cr_conn *c)
 {
     uint64_t pending = cr_conn_pending(c);
-    uint64_t max = __atomic_load_n(&t->max_pending, __ATOMIC_RELAXED);
+    uint64_t max = __atomic_load_n(&t->n->max_pending, __ATOMIC_RELAXED);
 
-    while (pending > max && !__atomic_compare_exchange_n(&t->max_pending, &max, pending, false,
+    while (pending > max && !__atomic_compare_exchange_n(&t->n->max_pending, &max, pending, false,
                                                          __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         ;
     __atomic_store_n(&lc->busy, 0, __ATOMIC_RELEASE);
@@ -51,7 +55,15 @@ static void on_release(void *arg)
 {
     struct cr_test_svc *t = arg;
 
-    __atomic_fetch_sub(&t->releases, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&t->n->releases, 1, __ATOMIC_RELAXED);
+}
+
+/* A line's answer is queued (a BIG body may still follow from drained):
+ * counted here and in the server's statistics. */
+static void answered(struct cr_test_svc *t, struct cr_conn *c)
+{
+    __atomic_fetch_add(&t->n->requests, 1, __ATOMIC_RELAXED);
+    cr_conn_request_done(c);
 }
 
 /* Queues "<id> <a><b>\n" with reserve/commit. */
@@ -80,7 +92,7 @@ static int queue_big(struct cr_test_svc *t, struct line_conn *lc, struct cr_conn
         size_t piece = lc->big_left < PIECE ? (size_t)lc->big_left : PIECE;
         int err;
 
-        __atomic_fetch_add(&t->releases, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->n->releases, 1, __ATOMIC_RELAXED);
         err = cr_conn_write_ref(c, t->xs, piece, on_release, t);
         if (err < 0)
             return err;
@@ -132,8 +144,7 @@ static int serve_line(struct cr_test_svc *t, struct line_conn *lc, struct cr_con
     char num[32];
     uint64_t n;
 
-    __atomic_fetch_add(&t->started, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&t->requests, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->n->started, 1, __ATOMIC_RELAXED);
     if (idlen == 0 || idlen > MAX_ID)
         return reply(c, "-", 1, "ERR malformed", "", 0);
     if (oplen == 0)
@@ -167,7 +178,7 @@ static int serve_line(struct cr_test_svc *t, struct line_conn *lc, struct cr_con
         snprintf(num, sizeof(num), "%llu", (unsigned long long)n);
         if (reply(c, id, idlen, "OK ", num, strlen(num)) < 0)
             return -ENOMEM;
-        __atomic_fetch_add(&t->releases, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->n->releases, 1, __ATOMIC_RELAXED);
         if (cr_conn_write_file(c, t->file_fd, 0, (size_t)n, on_release, t) < 0)
             return -ENOMEM;
         return cr_conn_write(c, "\n", 1);
@@ -187,7 +198,7 @@ static int line_open(void *ctx, struct cr_conn *c, void **state)
     CR_UNUSED(c);
     if (lc == NULL)
         return -ENOMEM;
-    __atomic_fetch_add(&t->opened, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->n->opened, 1, __ATOMIC_RELAXED);
     *state = lc;
     return 0;
 }
@@ -209,15 +220,21 @@ static ssize_t line_input(void *ctx, void *state, struct cr_conn *c, const char 
     if (nl == NULL) {
         ret = 0;
         if (len > CR_TEST_LINE_MAX) {
-            __atomic_fetch_add(&t->requests, 1, __ATOMIC_RELAXED);
             cr_conn_close_after_flush(c);
-            ret = cr_conn_write(c, "- ERR too long\n", 15) < 0 ? -ENOMEM : -EBADMSG;
+            if (cr_conn_write(c, "- ERR too long\n", 15) < 0) {
+                ret = -ENOMEM;
+                goto out;
+            }
+            answered(t, c);
+            ret = -EBADMSG;
         }
         goto out;
     }
     ret = serve_line(t, lc, c, data, (size_t)(nl - data));
-    if (ret == 0)
+    if (ret == 0) {
+        answered(t, c);
         ret = nl + 1 - data;
+    }
 out:
     leave(t, lc, c);
     return ret;
@@ -238,19 +255,22 @@ static void line_close(void *ctx, void *state)
 {
     struct cr_test_svc *t = ctx;
 
-    __atomic_fetch_add(&t->closed, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&t->n->closed, 1, __ATOMIC_RELAXED);
     free(state);
 }
 
 int cr_test_line_init(struct cr_test_svc *t)
 {
     size_t done = 0;
-    int err;
+    int err = cr_test_svc_init_common(t);
 
-    memset(t, 0, sizeof(*t));
+    if (err < 0)
+        return err;
     t->xs = malloc(PIECE);
-    if (t->xs == NULL)
-        return -ENOMEM;
+    if (t->xs == NULL) {
+        err = -ENOMEM;
+        goto out_unmap;
+    }
     memset(t->xs, 'x', PIECE);
     t->file_fd = memfd_create("cr-test-line", MFD_CLOEXEC);
     if (t->file_fd < 0) {
@@ -281,9 +301,29 @@ int cr_test_line_init(struct cr_test_svc *t)
 
 out_close:
     close(t->file_fd);
+    t->file_fd = -1;
 out_free:
     free(t->xs);
+    t->xs = NULL;
+out_unmap:
+    cr_test_svc_fini(t);
     return err;
+}
+
+int cr_test_svc_init_common(struct cr_test_svc *t)
+{
+    void *p;
+
+    memset(t, 0, sizeof(*t));
+    t->file_fd = -1;
+    /* MAP_SHARED, not private: the process models fork their workers after
+     * init, and what the service counts there must reach the test. An
+     * anonymous page is zeroed. */
+    p = mmap(NULL, sizeof(*t->n), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    t->n = p;
+    return 0;
 }
 
 void cr_test_svc_fini(struct cr_test_svc *t)
@@ -293,6 +333,9 @@ void cr_test_svc_fini(struct cr_test_svc *t)
     t->file_fd = -1;
     free(t->xs);
     t->xs = NULL;
+    if (t->n != NULL)
+        munmap(t->n, sizeof(*t->n));
+    t->n = NULL;
 }
 
 uint64_t cr_test_svc_get(const uint64_t *counter)
@@ -302,7 +345,7 @@ uint64_t cr_test_svc_get(const uint64_t *counter)
 
 uint64_t cr_test_svc_outstanding(const struct cr_test_svc *t)
 {
-    return __atomic_load_n(&t->releases, __ATOMIC_RELAXED);
+    return __atomic_load_n(&t->n->releases, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------------------------ client */

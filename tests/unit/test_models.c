@@ -108,8 +108,8 @@ static void fx_finish(struct fixture *f)
     }
     cr_server_destroy(f->s);
     f->s = NULL;
-    ck_assert_uint_eq(cr_test_svc_get(&f->t.overlaps), 0);
-    ck_assert_uint_eq(cr_test_svc_get(&f->t.opened), cr_test_svc_get(&f->t.closed));
+    ck_assert_uint_eq(cr_test_svc_get(&f->t.n->overlaps), 0);
+    ck_assert_uint_eq(cr_test_svc_get(&f->t.n->opened), cr_test_svc_get(&f->t.n->closed));
     ck_assert_uint_eq(cr_test_svc_outstanding(&f->t), 0);
     cr_test_svc_fini(&f->t);
 }
@@ -247,7 +247,7 @@ START_TEST(serves_many_concurrent_clients)
         pthread_join(th[i], NULL);
     for (int i = 0; i < CLIENTS; i++)
         ck_assert_msg(jobs[i].failures == 0, "%s", jobs[i].error);
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.requests), CLIENTS * REQUESTS);
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->requests), CLIENTS * REQUESTS);
     fx_finish(&f);
 }
 END_TEST
@@ -288,7 +288,7 @@ START_TEST(answers_pipelined_requests_in_order)
             expect_line(&cl, want);
         }
     }
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.requests), 100);
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->requests), 100);
     cr_test_client_close(&cl);
     free(batch);
     fx_finish(&f);
@@ -351,7 +351,7 @@ START_TEST(survives_clients_vanishing_mid_request)
         expect_reply(&d, "v4 ECHO fine", "v4 OK fine");
     cr_test_client_close(&d);
     /* Every connection is closed by the server in its own time. */
-    ck_assert(wait_counter(&f.t.closed, 4, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->closed, 4, tmo(3000)));
     fx_finish(&f);
 }
 END_TEST
@@ -375,7 +375,7 @@ START_TEST(keeps_serving_while_a_client_reads_slowly)
     }
     /* The slow reader's answer waits in the socket, not in our memory: the
      * service refills from drained(), the driver holds no more. */
-    ck_assert_uint_le(cr_test_svc_get(&f.t.max_pending), 512 * 1024);
+    ck_assert_uint_le(cr_test_svc_get(&f.t.n->max_pending), 512 * 1024);
     cr_test_client_close(&slow);
     cr_test_client_close(&other);
     fx_finish(&f);
@@ -427,7 +427,7 @@ START_TEST(blocking_handler_does_not_stall_other_clients)
     open_client(&f, &other);
     expect_reply(&other, "b0 ECHO warm", "b0 OK warm");
     ck_assert_int_eq(cr_test_client_send(&sleeper, "b1 SLEEP 800\n"), 0);
-    ck_assert(wait_counter(&f.t.started, 2, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->started, 2, tmo(3000)));
     t0 = cr_test_now_ms();
     expect_reply(&other, "b2 ECHO meanwhile", "b2 OK meanwhile");
     took = cr_test_now_ms() - t0;
@@ -488,7 +488,7 @@ START_TEST(closes_idle_and_stuck_connections_after_timeouts)
      * send timeout. */
     open_client(&f, &stuck);
     expect_reply(&stuck, "i6 BIG 16000000", "i6 OK 16000000");
-    ck_assert(wait_counter(&f.t.closed, 6, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->closed, 6, tmo(3000)));
     cr_test_client_close(&idle);
     cr_test_client_close(&partial);
     cr_test_client_close(&busy);
@@ -544,7 +544,7 @@ START_TEST(graceful_stop_finishes_request_in_flight)
     open_client(&f, &idle);
     expect_reply(&idle, "g0 ECHO idle", "g0 OK idle");
     ck_assert_int_eq(cr_test_client_send(&working, "g1 SLEEP 300\n"), 0);
-    ck_assert(wait_counter(&f.t.started, 2, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->started, 2, tmo(3000)));
     t0 = cr_test_now_ms();
     cr_server_stop(f.s, true);
     expect_line(&working, "g1 OK");
@@ -582,8 +582,8 @@ START_TEST(immediate_stop_closes_everything)
     expect_eof(&cl[2], tmo(3000));
     for (int i = 0; i < 3; i++)
         cr_test_client_close(&cl[i]);
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.overlaps), 0);
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.opened), cr_test_svc_get(&f.t.closed));
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->overlaps), 0);
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->opened), cr_test_svc_get(&f.t.n->closed));
     ck_assert_uint_eq(cr_test_svc_outstanding(&f.t), 0);
     cr_test_svc_fini(&f.t);
 }
@@ -676,7 +676,7 @@ START_TEST(echo_service_echoes_every_byte)
         pthread_join(th[i], NULL);
     for (int i = 0; i < 4; i++)
         ck_assert_msg(jobs[i].failures == 0, "%s", jobs[i].error);
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.bytes), 4 * 512 * 1024);
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->bytes), 4 * 512 * 1024);
     fx_finish(&f);
 }
 END_TEST
@@ -808,8 +808,8 @@ START_TEST(never_serves_a_connection_on_two_threads)
         pthread_join(th[i], NULL);
     for (int i = 0; i < STRESS_CLIENTS; i++)
         ck_assert_msg(jobs[i].failures == 0, "%s", jobs[i].error);
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.overlaps), 0);
-    ck_assert_uint_eq(cr_test_svc_get(&f.t.requests),
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->overlaps), 0);
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->requests),
                       STRESS_CLIENTS * STRESS_ROUNDS * STRESS_BATCH);
     fx_finish(&f);
 }

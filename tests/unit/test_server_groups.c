@@ -141,8 +141,8 @@ static void finish(struct cr_server *s, struct cr_test_svc *t)
     cr_server_stop(s, true);
     ck_assert_int_eq(cr_server_wait(s), 0);
     cr_server_destroy(s);
-    ck_assert_uint_eq(cr_test_svc_get(&t->overlaps), 0);
-    ck_assert_uint_eq(cr_test_svc_get(&t->opened), cr_test_svc_get(&t->closed));
+    ck_assert_uint_eq(cr_test_svc_get(&t->n->overlaps), 0);
+    ck_assert_uint_eq(cr_test_svc_get(&t->n->opened), cr_test_svc_get(&t->n->closed));
     ck_assert_uint_eq(cr_test_svc_outstanding(t), 0);
     cr_test_svc_fini(t);
 }
@@ -174,7 +174,7 @@ START_TEST(groups_accept_on_their_own_reuseport_copies)
      * one has odds of 2^-63. */
     ck_assert_uint_gt(st.group_accepted[0], 0);
     ck_assert_uint_gt(st.group_accepted[1], 0);
-    ck_assert_uint_eq(cr_test_svc_get(&t.requests), CLIENTS);
+    ck_assert_uint_eq(cr_test_svc_get(&t.n->requests), CLIENTS);
     finish(s, &t);
 }
 END_TEST
