@@ -48,6 +48,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,9 @@ enum phase {
 };
 
 struct http_service {
-    /* Immutable after create. */
+    /* Immutable after create, except that http_service_reconfigure replaces
+     * everything but svc and status in a process that serves nothing (a
+     * process model's master), under fork_lock. */
     struct cr_service svc;
     int root_fd;
     struct http_mime *mime;
@@ -679,6 +682,7 @@ static void finish(struct http_service *h, struct cr_conn *c, const struct reply
 {
     unsigned worker = cr_conn_worker(c);
 
+    cr_conn_request_done(c);
     status_record(h->status, worker, rp->status, rp->body_bytes, cr_clock_now_ns() - rp->start_ns);
     if (h->log != NULL) {
         const struct http_request *req = rp->req;
@@ -899,47 +903,92 @@ static void http_close(void *ctx, void *state)
     free(state);
 }
 
+/* A new worker process (process models): fork left the access log without
+ * a flusher in this process; start one. */
+static int http_process_init(void *ctx)
+{
+    struct http_service *h = ctx;
+
+    return access_log_after_fork(h->log);
+}
+
+/* The worker process exits: write what its access log buffered. */
+static void http_process_exit(void *ctx)
+{
+    struct http_service *h = ctx;
+
+    access_log_before_exit(h->log);
+}
+
 /* ------------------------------------------------------------------ lifecycle */
 
-int http_service_create(struct http_service **out, const struct http_service_config *cfg)
+/* What a configuration opens: the root, the MIME table, the file cache and
+ * the status path. Built apart so a reconfiguration can fail whole. */
+struct parts {
+    int root_fd;
+    struct http_mime *mime;
+    struct http_file_cache *cache;
+    char *status_path; /* NULL: no status page */
+};
+
+static void parts_free(struct parts *p)
 {
-    struct http_service *h;
+    free(p->status_path);
+    http_file_cache_destroy(p->cache);
+    http_mime_destroy(p->mime);
+    if (p->root_fd >= 0)
+        close(p->root_fd);
+}
+
+static int parts_open(struct parts *p, const struct http_service_config *cfg)
+{
     struct http_file_cache_config fcc = {0};
     const char *sp = cfg->status_path != NULL ? cfg->status_path : HTTP_STATUS_PATH_DEFAULT;
     int err;
 
-    *out = NULL;
-    h = calloc(1, sizeof(*h));
-    if (h == NULL)
-        return -ENOMEM;
-    h->root_fd = open(cfg->root != NULL ? cfg->root : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (h->root_fd < 0) {
-        err = -errno;
-        goto out_free;
-    }
-    err = http_mime_create(&h->mime, cfg->mime_types);
+    *p = (struct parts){.root_fd = -1};
+    p->root_fd = open(cfg->root != NULL ? cfg->root : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (p->root_fd < 0)
+        return -errno;
+    err = http_mime_create(&p->mime, cfg->mime_types);
     if (err < 0)
-        goto out_close;
-    fcc.root_fd = h->root_fd;
-    fcc.mime = h->mime;
+        goto out_free;
+    fcc.root_fd = p->root_fd;
+    fcc.mime = p->mime;
     fcc.max_entries = (unsigned)cfg->file_cache_entries;
     fcc.gzip_static = true;
     fcc.follow_outside_symlinks = cfg->allow_outside_symlinks;
     fcc.content_max = INLINE_BODY_MAX;
-    err = http_file_cache_create(&h->cache, &fcc);
+    err = http_file_cache_create(&p->cache, &fcc);
     if (err < 0)
-        goto out_mime;
-    err = status_create(&h->status, cfg->workers);
-    if (err < 0)
-        goto out_cache;
+        goto out_free;
     if (sp[0] != '\0') {
-        h->status_path = strdup(sp);
-        if (h->status_path == NULL) {
+        p->status_path = strdup(sp);
+        if (p->status_path == NULL) {
             err = -ENOMEM;
-            goto out_status;
+            goto out_free;
         }
-        h->status_path_len = strlen(sp);
     }
+    return 0;
+
+out_free:
+    parts_free(p);
+    return err;
+}
+
+/* Installs p and the plain settings of cfg into h; returns the old parts in
+ * *old. The caller excludes readers (create: none yet; reconfigure: the
+ * process serves nothing and holds fork_lock). */
+static void apply(struct http_service *h, struct parts *p, const struct http_service_config *cfg,
+                  struct parts *old)
+{
+    *old = (struct parts){
+        .root_fd = h->root_fd, .mime = h->mime, .cache = h->cache, .status_path = h->status_path};
+    h->root_fd = p->root_fd;
+    h->mime = p->mime;
+    h->cache = p->cache;
+    h->status_path = p->status_path;
+    h->status_path_len = p->status_path != NULL ? strlen(p->status_path) : 0;
     h->log = cfg->log;
     h->header_timeout_ns =
         (cfg->header_timeout_ms != 0 ? cfg->header_timeout_ms : HTTP_HEADER_TIMEOUT_MS_DEFAULT) *
@@ -953,6 +1002,51 @@ int http_service_create(struct http_service **out, const struct http_service_con
     h->max_requests = cfg->max_requests != 0 ? cfg->max_requests : HTTP_MAX_REQUESTS_DEFAULT;
     h->limits = cfg->limits;
     h->status_allow_remote = cfg->status_allow_remote;
+}
+
+/*
+ * Held while a reconfiguration swaps the service's fields, and by the fork
+ * handlers around every fork of the process: a worker forked by the
+ * model's manager thread while the main thread reconfigures (SIGHUP) gets
+ * the old configuration whole or the new one whole, never half of each.
+ */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&fork_lock);
+}
+
+static void fork_release(void)
+{
+    pthread_mutex_unlock(&fork_lock);
+}
+
+static void register_fork_handlers(void)
+{
+    (void)pthread_atfork(fork_prepare, fork_release, fork_release);
+}
+
+int http_service_create(struct http_service **out, const struct http_service_config *cfg)
+{
+    struct http_service *h;
+    struct parts p;
+    struct parts none;
+    int err;
+
+    *out = NULL;
+    pthread_once(&fork_once, register_fork_handlers);
+    h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        return -ENOMEM;
+    err = parts_open(&p, cfg);
+    if (err < 0)
+        goto out_free;
+    err = status_create(&h->status, cfg->workers);
+    if (err < 0)
+        goto out_parts;
+    apply(h, &p, cfg, &none);
     h->svc = (struct cr_service){
         .name = "http",
         .ctx = h,
@@ -960,32 +1054,44 @@ int http_service_create(struct http_service **out, const struct http_service_con
         .input = http_input,
         .drained = http_drained,
         .close = http_close,
+        .process_init = http_process_init,
+        .process_exit = http_process_exit,
     };
     *out = h;
     return 0;
 
-out_status:
-    status_destroy(h->status);
-out_cache:
-    http_file_cache_destroy(h->cache);
-out_mime:
-    http_mime_destroy(h->mime);
-out_close:
-    close(h->root_fd);
+out_parts:
+    parts_free(&p);
 out_free:
     free(h);
     return err;
+}
+
+int http_service_reconfigure(struct http_service *h, const struct http_service_config *cfg)
+{
+    struct parts p;
+    struct parts old;
+    int err;
+
+    err = parts_open(&p, cfg);
+    if (err < 0)
+        return err;
+    pthread_mutex_lock(&fork_lock);
+    apply(h, &p, cfg, &old);
+    pthread_mutex_unlock(&fork_lock);
+    parts_free(&old);
+    return 0;
 }
 
 void http_service_destroy(struct http_service *h)
 {
     if (h == NULL)
         return;
-    free(h->status_path);
+    struct parts p = {
+        .root_fd = h->root_fd, .mime = h->mime, .cache = h->cache, .status_path = h->status_path};
+
     status_destroy(h->status);
-    http_file_cache_destroy(h->cache);
-    http_mime_destroy(h->mime);
-    close(h->root_fd);
+    parts_free(&p);
     free(h);
 }
 

@@ -19,6 +19,13 @@
  * Threads: the service object is shared by every serving thread and is
  * read-only after create apart from its counters (status.h) and the access
  * log (access_log.h), which are thread-safe.
+ *
+ * Process models (forking, prefork): the service runs in worker processes.
+ * Its process_init hook starts the access log's flusher in each new worker
+ * and process_exit writes what the worker's log buffered; each answer is
+ * reported with cr_conn_request_done, so the scoreboard counts it. The
+ * master serves nothing, so it may change the configuration
+ * (http_service_reconfigure) for the workers it forks next.
  */
 #ifndef CABRANK_HTTPD_HTTP_SERVICE_H
 #define CABRANK_HTTPD_HTTP_SERVICE_H
@@ -73,7 +80,19 @@ void http_service_destroy(struct http_service *h);
 /* The service to pass to cr_server_create (lives as long as h). Thread-safe. */
 const struct cr_service *http_service_get(struct http_service *h);
 
-/* Requests answered so far. Thread-safe. */
+/*
+ * Replaces the configuration (root, MIME types, limits, timeouts, status
+ * page, access log) with cfg's, opening the new root and tables first: on
+ * an error (-ENOENT, -ENOTDIR, -ENOMEM...) the old configuration stays
+ * whole. Only where no thread serves with h: a process model's master,
+ * between generations (processes forked later get the new configuration;
+ * a fork racing with the swap waits for it). Old workers keep their copy.
+ * Owner thread only, in a process that does not serve.
+ */
+CR_MUST_CHECK int http_service_reconfigure(struct http_service *h,
+                                           const struct http_service_config *cfg);
+
+/* Requests answered so far (by this process). Thread-safe. */
 uint64_t http_service_requests(const struct http_service *h);
 
 #endif /* CABRANK_HTTPD_HTTP_SERVICE_H */

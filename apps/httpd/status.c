@@ -2,7 +2,14 @@
  * status.c - the per-worker counters and the status page (status.h).
  * status_record runs on the serving threads; status_render on whichever
  * thread serves a status request. Owns the slots; reads the server's stats
- * through cr_server_stats(), which is safe at any time.
+ * through cr_server_stats() and the scoreboard through
+ * cr_server_scoreboard(), both safe at any time and from any process.
+ *
+ * Under the process models the slots are the serving process's own (the
+ * service runs in worker processes), so the page's server-wide request
+ * count comes from the scoreboard, kept by the model in shared memory; the
+ * status classes and the latency histogram are this worker's, and the page
+ * says so.
  */
 #include "status.h"
 
@@ -12,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #define CACHE_LINE 64
 
@@ -175,14 +184,67 @@ struct snapshot {
     struct cr_worker_stats *workers;
     unsigned nworkers;
     unsigned roles[CR_ROLE_COUNT];
-    struct status_totals t;
+    struct status_totals t; /* this process's slots */
+    uint64_t requests;      /* server-wide */
+    /* Process models: the slots in use (none under thread models). */
+    struct cr_scoreboard_entry *board;
+    unsigned nboard;
+    struct cr_scoreboard_entry board_total; /* sums; pid is the count */
+    unsigned states[CR_WORKER_STATE_COUNT];
+    uint64_t now_real_ns;
 };
+
+/* Copies the scoreboard; the slots in use may change between calls, so it
+ * grows the copy until one call fits. -ENOMEM. */
+static int take_scoreboard(struct cr_server *srv, struct snapshot *sn)
+{
+    unsigned cap = 64;
+
+    for (;;) {
+        struct cr_scoreboard_entry *e = calloc(cap, sizeof(*e));
+        unsigned n;
+
+        if (e == NULL)
+            return -ENOMEM;
+        n = cr_server_scoreboard(srv, e, cap);
+        if (n <= cap) {
+            sn->board = e;
+            sn->nboard = n;
+            return 0;
+        }
+        free(e);
+        cap = n + 16;
+    }
+}
+
+static void sum_scoreboard(struct snapshot *sn)
+{
+    struct cr_scoreboard_entry *t = &sn->board_total;
+
+    for (unsigned i = 0; i < sn->nboard; i++) {
+        const struct cr_scoreboard_entry *e = &sn->board[i];
+
+        t->busy_threads += e->busy_threads;
+        t->connections += e->connections;
+        t->requests += e->requests;
+        t->bytes += e->bytes;
+        if (e->last_request_ns > t->last_request_ns)
+            t->last_request_ns = e->last_request_ns;
+        if ((unsigned)e->state < CR_WORKER_STATE_COUNT)
+            sn->states[e->state]++;
+    }
+}
 
 /* Reads the server (if any) and the slots. -ENOMEM. */
 static int take_snapshot(const struct status *st, struct cr_server *srv, struct snapshot *sn)
 {
+    struct timespec ts;
+
     memset(sn, 0, sizeof(*sn));
     status_sum(st, &sn->t);
+    sn->requests = sn->t.requests;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    sn->now_real_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
     if (srv == NULL)
         return 0;
     /* The worker count may grow between the calls (tpc); the second call
@@ -199,12 +261,73 @@ static int take_snapshot(const struct status *st, struct cr_server *srv, struct 
         if ((unsigned)sn->workers[i].role < CR_ROLE_COUNT)
             sn->roles[sn->workers[i].role]++;
     }
+    if (take_scoreboard(srv, sn) < 0) {
+        free(sn->workers);
+        return -ENOMEM;
+    }
+    sum_scoreboard(sn);
+    /* Server-wide: the model's count where it is the whole server's (thread
+     * models); the scoreboard's under process models, whose slots count
+     * what each worker process served (our own slots count only ours). */
+    sn->requests = sn->nboard > 0 ? sn->board_total.requests : sn->srv.requests;
     return 0;
+}
+
+static void free_snapshot(struct snapshot *sn)
+{
+    free(sn->workers);
+    free(sn->board);
+}
+
+/* Seconds since a wall-clock time; -1 for none. */
+static double ago_s(const struct snapshot *sn, uint64_t real_ns)
+{
+    if (real_ns == 0)
+        return -1;
+    return real_ns < sn->now_real_ns ? (double)(sn->now_real_ns - real_ns) / 1e9 : 0;
 }
 
 static double ms(uint64_t ns)
 {
     return (double)ns / 1e6;
+}
+
+/* ,"processes":...,"scoreboard":[...],"scoreboard_totals":{...} */
+static void render_json_scoreboard(struct sbuf *b, const struct snapshot *sn)
+{
+    const struct cr_server_stats *s = &sn->srv;
+    const struct cr_scoreboard_entry *t = &sn->board_total;
+
+    sb_printf(b,
+              ",\"processes\":%u,\"generation\":%u,\"restarts\":%llu,\"crashes\":%llu,"
+              "\"this_process\":{\"pid\":%ld,\"requests\":%llu},\"scoreboard\":[",
+              s->processes, s->generation, (unsigned long long)s->restarts,
+              (unsigned long long)s->crashes, (long)getpid(), (unsigned long long)sn->t.requests);
+    for (unsigned i = 0; i < sn->nboard; i++) {
+        const struct cr_scoreboard_entry *e = &sn->board[i];
+        double ago = ago_s(sn, e->last_request_ns);
+
+        sb_printf(b,
+                  "%s{\"pid\":%d,\"generation\":%u,\"state\":\"%s\",\"busy_threads\":%u,"
+                  "\"connections\":%llu,\"requests\":%llu,\"bytes\":%llu,",
+                  i ? "," : "", e->pid, e->generation, cr_worker_state_name(e->state),
+                  e->busy_threads, (unsigned long long)e->connections,
+                  (unsigned long long)e->requests, (unsigned long long)e->bytes);
+        if (ago < 0)
+            sb_printf(b, "\"last_request_s_ago\":null,");
+        else
+            sb_printf(b, "\"last_request_s_ago\":%.3f,", ago);
+        sb_printf(b, "\"busy_ms\":%.3f}", ms(e->busy_ns));
+    }
+    sb_printf(b,
+              "],\"scoreboard_totals\":{\"slots\":%u,\"busy_threads\":%u,\"connections\":%llu,"
+              "\"requests\":%llu,\"bytes\":%llu,\"states\":{",
+              sn->nboard, t->busy_threads, (unsigned long long)t->connections,
+              (unsigned long long)t->requests, (unsigned long long)t->bytes);
+    for (unsigned k = 0; k < CR_WORKER_STATE_COUNT; k++)
+        sb_printf(b, "%s\"%s\":%u", k ? "," : "", cr_worker_state_name((enum cr_worker_state)k),
+                  sn->states[k]);
+    sb_printf(b, "}}");
 }
 
 static void render_json(struct sbuf *b, const struct snapshot *sn)
@@ -221,7 +344,7 @@ static void render_json(struct sbuf *b, const struct snapshot *sn)
               "\"requests\":%llu,\"body_bytes\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
               "\"promotions\":%llu,\"queue_depth\":%llu,",
               (double)s->uptime_ns / 1e9, (unsigned long long)s->accepted,
-              (unsigned long long)s->open_connections, (unsigned long long)sn->t.requests,
+              (unsigned long long)s->open_connections, (unsigned long long)sn->requests,
               (unsigned long long)sn->t.body_bytes, (unsigned long long)s->bytes_in,
               (unsigned long long)s->bytes_out, (unsigned long long)s->promotions,
               (unsigned long long)s->queue_depth);
@@ -255,7 +378,10 @@ static void render_json(struct sbuf *b, const struct snapshot *sn)
         else
             sb_printf(b, ",{\"lt\":null,\"count\":%llu}", (unsigned long long)sn->t.latency[k]);
     }
-    sb_printf(b, "]}}\n");
+    sb_printf(b, "]}");
+    if (sn->nboard > 0)
+        render_json_scoreboard(b, sn);
+    sb_printf(b, "}\n");
 }
 
 static const char html_head[] =
@@ -270,8 +396,64 @@ static const char html_head[] =
     ".role{font-weight:bold;padding:.1em .5em;border-radius:.3em}\n"
     ".leader{background:#ffd54f}.follower{background:#b3e5fc}.processing{background:#a5d6a7}\n"
     ".idle{background:#e0e0e0}.listener{background:#ce93d8}.stopped{background:#ef9a9a}\n"
+    ".starting{background:#fff59d}.listening{background:#ffd54f}.busy{background:#a5d6a7}\n"
+    ".stopping{background:#ffcc80}.dead{background:#ef9a9a}\n"
     ".bar{display:inline-block;height:.8em;background:#64b5f6}\n"
     "</style></head><body>\n<h1>cabrank-httpd status</h1>\n";
+
+/* The process models' scoreboard: a row per slot in use, then the totals. */
+static void render_html_scoreboard(struct sbuf *b, const struct snapshot *sn)
+{
+    const struct cr_server_stats *s = &sn->srv;
+    const struct cr_scoreboard_entry *t = &sn->board_total;
+    double ago;
+
+    sb_printf(b,
+              "<h2>Scoreboard</h2>\n<p id=\"processes\">%u worker processes, generation %u, "
+              "%llu restarts, %llu crashes. This page was served by pid %ld, which answered "
+              "%llu requests; the workers' table is that process's threads.</p>\n<p id=\"states\">",
+              s->processes, s->generation, (unsigned long long)s->restarts,
+              (unsigned long long)s->crashes, (long)getpid(), (unsigned long long)sn->t.requests);
+    for (unsigned k = 0; k < CR_WORKER_STATE_COUNT; k++) {
+        const char *name = cr_worker_state_name((enum cr_worker_state)k);
+
+        if (sn->states[k] != 0)
+            sb_printf(b, "<span class=\"role %s\">%s: %u</span> ", name, name, sn->states[k]);
+    }
+    sb_printf(b, "</p>\n<table id=\"scoreboard\">\n<tr><th>slot</th><th>pid</th><th>gen</th>"
+                 "<th class=l>state</th><th>busy threads</th><th>connections</th>"
+                 "<th>requests</th><th>bytes</th><th>last request</th><th>busy for</th></tr>\n");
+    for (unsigned i = 0; i < sn->nboard; i++) {
+        const struct cr_scoreboard_entry *e = &sn->board[i];
+        const char *state = cr_worker_state_name(e->state);
+
+        sb_printf(b,
+                  "<tr><td>%u</td><td>%d</td><td>%u</td><td class=l><span class=\"role %s\">%s"
+                  "</span></td><td>%u</td><td>%llu</td><td>%llu</td><td>%llu</td>",
+                  i, e->pid, e->generation, state, state, e->busy_threads,
+                  (unsigned long long)e->connections, (unsigned long long)e->requests,
+                  (unsigned long long)e->bytes);
+        ago = ago_s(sn, e->last_request_ns);
+        if (ago < 0)
+            sb_printf(b, "<td>-</td>");
+        else
+            sb_printf(b, "<td>%.1f s ago</td>", ago);
+        if (e->state == CR_WORKER_BUSY)
+            sb_printf(b, "<td>%.1f ms</td></tr>\n", ms(e->busy_ns));
+        else
+            sb_printf(b, "<td>-</td></tr>\n");
+    }
+    sb_printf(b,
+              "<tr><th class=l colspan=4>total (%u slots)</th><th>%u</th><th>%llu</th>"
+              "<th>%llu</th><th>%llu</th>",
+              sn->nboard, t->busy_threads, (unsigned long long)t->connections,
+              (unsigned long long)t->requests, (unsigned long long)t->bytes);
+    ago = ago_s(sn, t->last_request_ns);
+    if (ago < 0)
+        sb_printf(b, "<th>-</th><th></th></tr>\n</table>\n");
+    else
+        sb_printf(b, "<th>%.1f s ago</th><th></th></tr>\n</table>\n", ago);
+}
 
 static void render_html(struct sbuf *b, const struct snapshot *sn)
 {
@@ -288,7 +470,7 @@ static void render_html(struct sbuf *b, const struct snapshot *sn)
               sn->nworkers, (double)s->uptime_ns / 1e9);
     sb_printf(b, "<table id=\"counters\">\n");
     sb_printf(b, "<tr><td class=l>requests</td><td>%llu</td></tr>\n",
-              (unsigned long long)sn->t.requests);
+              (unsigned long long)sn->requests);
     sb_printf(b, "<tr><td class=l>connections accepted</td><td>%llu</td></tr>\n",
               (unsigned long long)s->accepted);
     sb_printf(b, "<tr><td class=l>open connections</td><td>%llu</td></tr>\n",
@@ -330,11 +512,14 @@ static void render_html(struct sbuf *b, const struct snapshot *sn)
     }
     sb_printf(b, "</table>\n");
 
+    if (sn->nboard > 0)
+        render_html_scoreboard(b, sn);
     sb_printf(b,
-              "<h2>Service latency</h2>\n<p>From the first byte of a request to its answer "
+              "<h2>Service latency%s</h2>\n<p>From the first byte of a request to its answer "
               "queued; p50 &le; %llu us, p99 &le; %llu us.</p>\n"
               "<table id=\"latency\">\n<tr><th class=l>latency</th><th>requests</th>"
               "<th class=l></th></tr>\n",
+              sn->nboard > 0 ? " (this worker process)" : "",
               (unsigned long long)quantile_us(&sn->t, 0.5),
               (unsigned long long)quantile_us(&sn->t, 0.99));
     for (unsigned k = 0; k < STATUS_LATENCY_BUCKETS; k++)
@@ -368,17 +553,17 @@ int status_render(const struct status *st, struct cr_server *srv, bool json, cha
     *len = 0;
     if (take_snapshot(st, srv, &sn) < 0)
         return -ENOMEM;
-    b.cap = 4096 + (size_t)sn.nworkers * (json ? 200 : 300);
+    b.cap = 4096 + (size_t)sn.nworkers * (json ? 200 : 300) + (size_t)sn.nboard * 300;
     b.p = malloc(b.cap);
     if (b.p == NULL) {
-        free(sn.workers);
+        free_snapshot(&sn);
         return -ENOMEM;
     }
     if (json)
         render_json(&b, &sn);
     else
         render_html(&b, &sn);
-    free(sn.workers);
+    free_snapshot(&sn);
     if (b.oom) {
         free(b.p);
         return -ENOMEM;

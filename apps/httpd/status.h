@@ -10,6 +10,13 @@
  * worker index, so it is updated with relaxed atomic loads and stores rather
  * than locked read-modify-writes; an index beyond the slot count wraps
  * around, and a count may then be lost, never torn.
+ *
+ * Process models (forking, prefork): the slots are per process (each worker
+ * counts what it serves). The page then takes the server-wide request count
+ * from the scoreboard's totals (thread models: cr_server_stats' requests)
+ * and shows the scoreboard: a row per worker process (pid, generation,
+ * state, busy threads, connections, requests, bytes, last request, busy
+ * for), the totals, processes, generation, restarts and crashes.
  */
 #ifndef CABRANK_HTTPD_STATUS_H
 #define CABRANK_HTTPD_STATUS_H
@@ -51,7 +58,8 @@ void status_sum(const struct status *st, struct status_totals *t);
 
 /*
  * Renders the page for srv (borrowed; may be NULL in tests): HTML that
- * refreshes itself every 2 s, or JSON. *out returns owned (free()), *len its
+ * refreshes itself every 2 s, or JSON (with "scoreboard": [...] under a
+ * process model). *out returns owned (free()), *len its
  * length. -ENOMEM. Thread-safe.
  */
 CR_MUST_CHECK int status_render(const struct status *st, struct cr_server *srv, bool json,

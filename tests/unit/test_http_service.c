@@ -5,7 +5,12 @@
  * a GET and a pipelined pair answered with the fields every response
  * carries, the per-worker counters summed by http_service_requests and the
  * status page, the status page at a configured path or turned off, the
- * latency buckets, and create failing for an unusable root.
+ * latency buckets, and create failing for an unusable root. Process
+ * models: the process hooks start a worker's access log flusher and write
+ * its lines before it exits (in a forked child), a reconfiguration opens the
+ * new root before it drops the old one (and keeps the old on an error), and,
+ * once prefork or forking are listed, the same GET/status check runs under
+ * them with the request count taken from the scoreboard.
  */
 #include <cabrank/server.h>
 
@@ -21,6 +26,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct fixture {
@@ -225,6 +231,155 @@ START_TEST(status_sums_every_worker_slot)
 }
 END_TEST
 
+static bool has_model(const char *name)
+{
+    for (const char *const *m = cr_server_models(); *m != NULL; m++) {
+        if (strcmp(*m, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(serves_files_and_counts_under_the_process_models)
+{
+    /* Each runs only once its model is listed (they land separately). */
+    if (has_model("prefork"))
+        serves_in_model("prefork");
+    if (has_model("forking"))
+        serves_in_model("forking");
+}
+END_TEST
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[160];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static void remove_file(const char *dir, const char *name)
+{
+    char path[160];
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    unlink(path);
+}
+
+START_TEST(process_hooks_run_a_workers_access_log)
+{
+    char dir[64];
+    char path[128];
+    char buf[4096];
+    struct access_log_config lc = {.format = ACCESS_LOG_COMMON, .buffers = 2};
+    struct access_log *log;
+    struct http_service_config hc = {.workers = 2};
+    struct http_service *h;
+    const struct cr_service *svc;
+    struct access_log_entry e = {
+        .method = "GET", .method_len = 3, .version_minor = -1, .status = 200};
+    pid_t pid;
+    int st = 0;
+    int fd;
+    ssize_t n;
+
+    snprintf(dir, sizeof(dir), "/tmp/cr-hsvc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/access.log", dir);
+    lc.path = path;
+    ck_assert_int_eq(access_log_open(&log, &lc), 0);
+    hc.root = dir;
+    hc.log = log;
+    ck_assert_int_eq(http_service_create(&h, &hc), 0);
+    svc = http_service_get(h);
+    ck_assert_ptr_nonnull(svc->process_init);
+    ck_assert_ptr_nonnull(svc->process_exit);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* A worker: its lines reach the file through the hooks alone. */
+        e.target = "/from-the-child";
+        e.target_len = strlen(e.target);
+        if (svc->process_init(svc->ctx) != 0)
+            _exit(3);
+        access_log_append(log, 1, &e);
+        svc->process_exit(svc->ctx);
+        _exit(0);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    http_service_destroy(h);
+    access_log_close(log);
+    fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    ck_assert_int_gt(n, 0);
+    buf[n] = '\0';
+    ck_assert_ptr_nonnull(strstr(buf, "\"GET /from-the-child\" 200"));
+    ck_assert_ptr_null(strstr(strstr(buf, "/from-the-child") + 1, "/from-the-child"));
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(reconfigure_switches_the_root_or_keeps_the_old_one)
+{
+    char a[64];
+    char b[64];
+    struct http_service_config hc = {.workers = 2};
+    struct cr_server_config sc = {.model = "reactor"};
+    struct http_service *h;
+    struct cr_server *s;
+    struct cr_test_client cl;
+    char addr[64];
+    char head[4096];
+    char body[4096];
+    size_t blen;
+
+    snprintf(a, sizeof(a), "/tmp/cr-hsvc-XXXXXX");
+    snprintf(b, sizeof(b), "/tmp/cr-hsvc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(a));
+    ck_assert_ptr_nonnull(mkdtemp(b));
+    write_file(a, "which.txt", "a\n");
+    write_file(b, "which.txt", "b\n");
+    hc.root = a;
+    ck_assert_int_eq(http_service_create(&h, &hc), 0);
+    hc.root = b;
+    hc.status_path = "/st";
+    ck_assert_int_eq(http_service_reconfigure(h, &hc), 0);
+    hc.root = "/nonexistent/cabrank-root";
+    ck_assert_int_eq(http_service_reconfigure(h, &hc), -ENOENT);
+    sc.listen[0] = "127.0.0.1:0";
+    ck_assert_int_eq(cr_server_create(&s, &sc, http_service_get(h)), 0);
+    ck_assert_int_eq(cr_server_address(s, 0, addr, sizeof(addr)), 0);
+    ck_assert_int_eq(cr_server_start(s), 0);
+    ck_assert_int_eq(cr_test_client_open(&cl, (uint16_t)atoi(strrchr(addr, ':') + 1)), 0);
+    ck_assert_int_eq(cr_test_client_send(&cl, "GET /which.txt HTTP/1.1\r\nHost: x\r\n\r\n"
+                                              "GET /st HTTP/1.1\r\nHost: x\r\n\r\n"),
+                     0);
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 200", 12), 0);
+    ck_assert_str_eq(body, "b\n");
+    read_response(&cl, head, sizeof(head), body, &blen);
+    ck_assert_int_eq(strncmp(head, "HTTP/1.1 200", 12), 0);
+    ck_assert_ptr_nonnull(strstr(body, "cabrank-httpd status"));
+    cr_test_client_close(&cl);
+    cr_server_stop(s, true);
+    ck_assert_int_eq(cr_server_wait(s), 0);
+    cr_server_destroy(s);
+    http_service_destroy(h);
+    remove_file(a, "which.txt");
+    remove_file(b, "which.txt");
+    rmdir(a);
+    rmdir(b);
+}
+END_TEST
+
 Suite *http_service_suite(void);
 Suite *http_service_suite(void)
 {
@@ -238,6 +393,9 @@ Suite *http_service_suite(void)
     tcase_add_test(tc, create_fails_for_an_unusable_root);
     tcase_add_test(tc, latency_buckets_are_log2_microseconds);
     tcase_add_test(tc, status_sums_every_worker_slot);
+    tcase_add_test(tc, serves_files_and_counts_under_the_process_models);
+    tcase_add_test(tc, process_hooks_run_a_workers_access_log);
+    tcase_add_test(tc, reconfigure_switches_the_root_or_keeps_the_old_one);
     suite_add_tcase(s, tc);
     return s;
 }
