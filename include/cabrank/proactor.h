@@ -34,7 +34,17 @@
  *
  * Threads: operations may be started and cancelled from any thread,
  * including from handlers. Handlers run on the proactor's dispatcher threads;
- * the handlers of one token never run concurrently with each other.
+ * the handlers of one token never run concurrently with each other. (An
+ * operation a handler starts on its own token is submitted when the handler
+ * returns; a thread other than the token's handler must not start one before
+ * that handler has returned.)
+ *
+ * Descriptors: give non-blocking ones. The emulated engine performs accept,
+ * connect and sendfile with the descriptor's own mode, so a blocking one holds
+ * an engine thread.
+ *
+ * CABRANK_URING_DISABLE=1 in the environment makes create treat io_uring as
+ * unavailable (tests use it to exercise the fallback).
  */
 #ifndef CABRANK_PROACTOR_H
 #define CABRANK_PROACTOR_H
@@ -61,27 +71,39 @@ typedef void cr_aop_fn(struct cr_aop *op, ssize_t res, unsigned flags);
 
 /*
  * The token. Callers set nothing but through cr_aop_init; the fields after
- * `handler` are the engine's, valid while the operation is in flight.
+ * `ring` are the proactor's and its engines', valid while the operation is in
+ * flight (proactor_internal.h says which thread may touch which).
  */
 struct cr_aop {
     cr_aop_fn *handler;
     struct cr_proactor *p;
     unsigned ring; /* the ring (engine instance) the operation runs on */
-    /* Private to the engines. */
+    /* Private to the proactor and its engines. */
     int kind;
     int fd;
     int fd2;
     unsigned flags;
     uint64_t timeout_ms;
+    uint64_t deadline_ns; /* timeout_ms from the start, on cr_clock_now_ns */
     void *buf;
     size_t len;
     size_t done; /* bytes transferred so far (partial sends resumed) */
     off_t off;
     struct iovec iov[CR_AOP_MAX_IOV];
     int iovcnt;
+    int iovpos; /* first iovec not yet sent whole */
+    struct msghdr msg;
     struct sockaddr_storage addr;
     socklen_t addrlen;
-    int state;           /* engine bookkeeping (in flight, cancelling, ...) */
+    int state;           /* atomic: busy, cancel asked (proactor.c) */
+    int estate;          /* engine bookkeeping (where the operation is) */
+    ssize_t res;         /* a post's result; emulated: the completion's */
+    unsigned cflags;     /* emulated: the completion's flags */
+    unsigned seq_taken;  /* lf: completions taken off the ring */
+    unsigned seq_served; /* atomic; lf: completions whose handler returned */
+    int pipe[2];         /* uring sendfile: the pipe in use, or -1 */
+    size_t inpipe;       /* uring sendfile: bytes in the pipe, not yet sent */
+    size_t heap_idx;     /* emulated: place in the deadline heap */
     struct cr_aop *next; /* engine queues */
     void *priv;
 };
