@@ -24,6 +24,16 @@
  * once: when its segment is sent, or when the connection is destroyed with it
  * still queued.
  *
+ * Two drivers share one logic. advance() does the work that needs no I/O
+ * (feed kept input, decide what is needed next) and consume_output() and
+ * next_output() walk the queue; the readiness driver (cr__conn_handle,
+ * drive) reads and sends around them itself, while a proactor performs the
+ * receives and sends asynchronously and reports them through cr__conn_feed
+ * and cr__conn_sent. Those leave no staged memory in the queue (stage_leave
+ * persists it), since the kernel reads it after the call returns and maybe
+ * while another thread runs: that is the one copy the completion path pays
+ * per answer that the readiness path, sending before it returns, does not.
+ *
  * Nesting. A service call may serve other connections on the same thread (the
  * Leader/Followers hybrid client/server: a handler waiting for a reply handles
  * events meanwhile). tl_stage then belongs to the innermost connection:
@@ -59,7 +69,6 @@
 /* Flushes per call: a service that refills its output from drained() forever
  * still lets other connections run. */
 #define FLUSHES_PER_CALL 64
-#define MAX_IOV          64
 #define INLINE_SEGS      4
 /* Linux moves at most this much per sendfile(2). */
 #define MAX_SENDFILE 0x7ffff000
@@ -340,41 +349,77 @@ static void consume_output(struct cr_conn *c, size_t n)
     }
 }
 
+/*
+ * The head of the queue as one send: the consecutive memory segments there
+ * (at most max_iov), or the file range there, at most max_len bytes either
+ * way. Staged memory is only readable by its staging thread, so outside
+ * cr__conn_handle the queue holds none (stage_leave persisted it).
+ */
+static int next_output(struct cr_conn *c, struct cr__conn_out *out, unsigned max_iov,
+                       size_t max_len)
+{
+    const struct seg *s;
+    size_t total = 0;
+
+    out->iovcnt = 0;
+    out->file_fd = -1;
+    out->file_off = 0;
+    out->len = 0;
+    out->more = false;
+    if (c->seg_count == 0 || max_len == 0)
+        return -ENODATA;
+    s = seg_at(c, 0);
+    if (s->kind == SEG_FILE) {
+        out->file_fd = s->fd;
+        out->file_off = s->off;
+        out->len = s->len < max_len ? s->len : max_len;
+        return 0;
+    }
+    if (max_iov > CR__CONN_OUT_IOV)
+        max_iov = CR__CONN_OUT_IOV;
+    for (unsigned i = 0; i < c->seg_count && (unsigned)out->iovcnt < max_iov; i++) {
+        const struct seg *m = seg_at(c, i);
+        size_t len = m->len;
+
+        if (m->kind == SEG_FILE) {
+            /* A head before a file body: let the kernel put them in one
+             * segment instead of sending the head alone. */
+            out->more = true;
+            break;
+        }
+        assert(m->kind != SEG_STAGED || tl_stage_owner == c);
+        if (len > max_len - total)
+            len = max_len - total;
+        out->iov[out->iovcnt].iov_base = (void *)seg_data(m);
+        out->iov[out->iovcnt].iov_len = len;
+        out->iovcnt++;
+        total += len;
+        if (total == max_len)
+            break;
+    }
+    out->len = total;
+    return 0;
+}
+
 /* Sends queued output: 0 once all is sent, -EAGAIN when the socket is full,
  * or -errno. */
 static int flush(struct cr_conn *c)
 {
-    while (c->seg_count > 0) {
-        struct seg *s = seg_at(c, 0);
+    struct cr__conn_out out;
+
+    while (next_output(c, &out, CR__CONN_OUT_IOV, MAX_SENDFILE) == 0) {
         ssize_t n;
 
-        if (s->kind == SEG_FILE) {
-            off_t off = s->off;
+        if (out.file_fd >= 0) {
+            off_t off = out.file_off;
 
-            n = sendfile(c->fd, s->fd, &off, s->len < MAX_SENDFILE ? s->len : MAX_SENDFILE);
+            n = sendfile(c->fd, out.file_fd, &off, out.len);
             if (n == 0)
                 return -EIO; /* the file is shorter than what was queued */
         } else {
-            struct iovec iov[MAX_IOV];
-            struct msghdr msg = {.msg_iov = iov};
-            unsigned cnt = 0;
-            int flags = MSG_NOSIGNAL;
+            struct msghdr msg = {.msg_iov = out.iov, .msg_iovlen = (size_t)out.iovcnt};
 
-            for (unsigned i = 0; i < c->seg_count && cnt < MAX_IOV; i++) {
-                const struct seg *m = seg_at(c, i);
-
-                if (m->kind == SEG_FILE) {
-                    /* A head before a file body: let the kernel put them in
-                     * one segment instead of sending the head alone. */
-                    flags |= MSG_MORE;
-                    break;
-                }
-                iov[cnt].iov_base = (void *)seg_data(m);
-                iov[cnt].iov_len = m->len;
-                cnt++;
-            }
-            msg.msg_iovlen = cnt;
-            n = sendmsg(c->fd, &msg, flags);
+            n = sendmsg(c->fd, &msg, MSG_NOSIGNAL | (out.more ? MSG_MORE : 0));
         }
         if (n < 0) {
             int err = -errno;
@@ -478,14 +523,16 @@ static void feed_buffered(struct cr_conn *c)
     consume_input(c, feed(c, c->in, c->in_len));
 }
 
-/* Feeds n fresh bytes from tl_in; keeps what is left in c->in. */
-static void feed_fresh(struct cr_conn *c, size_t n)
+/* Feeds n fresh bytes from data (tl_in, or a proactor's receive buffer)
+ * while c->in is empty; keeps what is left in c->in. */
+static void feed_fresh(struct cr_conn *c, const char *data, size_t n)
 {
+    bool busy = tl_in_busy;
     size_t used;
 
     tl_in_busy = true;
-    used = feed(c, tl_in, n);
-    tl_in_busy = false;
+    used = feed(c, data, n);
+    tl_in_busy = busy;
     if (used == n)
         return;
     if (grow_input(c, n - used) < 0) {
@@ -493,7 +540,7 @@ static void feed_fresh(struct cr_conn *c, size_t n)
         c->failed = true;
         return;
     }
-    memcpy(c->in, tl_in + used, n - used);
+    memcpy(c->in, data + used, n - used);
     c->in_len = n - used;
 }
 
@@ -569,9 +616,47 @@ static void discard_input(struct cr_conn *c)
 /* ------------------------------------------------------------------ driving */
 
 /*
- * One round of work: send, tell the service its output drained, feed kept
- * input, read and feed; until the socket blocks, the service is done or the
- * budget is spent. See conn_internal.h for the return value.
+ * The work that needs no I/O: feeds kept input while the service can take
+ * it, and says what the connection needs next: CR__CONN_WRITE while output
+ * is queued, CR__CONN_READ for more input, CR__CONN_CLOSE when it is done.
+ * Both drivers (the readiness one below, and the proactor's through
+ * cr__conn_feed and cr__conn_sent) turn on it.
+ */
+static enum cr__conn_next advance(struct cr_conn *c)
+{
+    for (;;) {
+        if (c->failed)
+            return CR__CONN_CLOSE;
+        if (c->seg_count > 0)
+            return CR__CONN_WRITE;
+        if (c->close_after_flush) {
+            if (!c->peer_eof)
+                discard_input(c);
+            return CR__CONN_CLOSE;
+        }
+        if (c->in_len > 0 && c->feed_again) {
+            feed_buffered(c);
+            continue;
+        }
+        if (c->peer_eof)
+            return CR__CONN_CLOSE; /* answered all it sent; a partial request stays so */
+        return CR__CONN_READ;
+    }
+}
+
+/* Every queued byte went out: pipelined input may go on, and the service
+ * may queue more. */
+static void output_drained(struct cr_conn *c)
+{
+    c->feed_again = true;
+    if (c->svc->drained != NULL && !c->close_after_flush)
+        c->svc->drained(c->svc->ctx, c->state, c);
+}
+
+/*
+ * The readiness driver: advance, then send or read as it says, until the
+ * socket blocks, the service is done or the budget is spent. See
+ * conn_internal.h for the return value.
  */
 static enum cr__conn_next drive(struct cr_conn *c)
 {
@@ -579,9 +664,11 @@ static enum cr__conn_next drive(struct cr_conn *c)
     int flushes = 0;
 
     for (;;) {
-        if (c->failed)
+        enum cr__conn_next next = advance(c);
+
+        if (next == CR__CONN_CLOSE)
             return CR__CONN_CLOSE;
-        if (c->seg_count > 0) {
+        if (next == CR__CONN_WRITE) {
             int err;
 
             if (flushes++ == FLUSHES_PER_CALL)
@@ -594,25 +681,9 @@ static enum cr__conn_next drive(struct cr_conn *c)
                     CR_LOG(CR_LOG_DEBUG, "conn: send failed: %s", strerror(-err));
                 return CR__CONN_CLOSE;
             }
-            /* Drained: pipelined input may go on, the service may refill. */
-            c->feed_again = true;
-            if (c->svc->drained != NULL && !c->close_after_flush) {
-                c->svc->drained(c->svc->ctx, c->state, c);
-                if (c->seg_count > 0)
-                    continue;
-            }
-        }
-        if (c->close_after_flush) {
-            if (!c->peer_eof)
-                discard_input(c);
-            return CR__CONN_CLOSE;
-        }
-        if (c->in_len > 0 && c->feed_again) {
-            feed_buffered(c);
+            output_drained(c);
             continue;
         }
-        if (c->peer_eof)
-            return CR__CONN_CLOSE; /* answered all it sent; a partial request stays so */
         if (reads++ == READS_PER_CALL)
             return CR__CONN_READ;
 
@@ -629,7 +700,7 @@ static enum cr__conn_next drive(struct cr_conn *c)
         if (n == 0)
             c->peer_eof = true;
         else if (fresh)
-            feed_fresh(c, (size_t)n);
+            feed_fresh(c, tl_in, (size_t)n);
     }
 }
 
@@ -662,18 +733,11 @@ static void report_bytes(struct cr_conn *c)
     c->reported_out = c->bytes_out;
 }
 
-enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned worker)
+/* Ends a driver call begun with stage_enter: keeps or drops the staged
+ * output, updates the deadlines of the wait it returns and the counters. */
+static enum cr__conn_next finish_call(struct cr_conn *c, struct cr_conn *outer,
+                                      enum cr__conn_next next, uint64_t in0, uint64_t out0)
 {
-    uint64_t in0 = c->bytes_in;
-    uint64_t out0 = c->bytes_out;
-    struct cr_conn *outer;
-    enum cr__conn_next next;
-
-    /* Hang-ups and errors show up as read or send results. */
-    CR_UNUSED(events);
-    c->worker = worker;
-    outer = stage_enter(c);
-    next = drive(c);
     stage_leave(c, outer, next != CR__CONN_CLOSE);
     if (next != CR__CONN_CLOSE && c->failed)
         next = CR__CONN_CLOSE; /* persisting the output ran out of memory */
@@ -683,6 +747,68 @@ enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned 
         c->waiting = CR__CONN_CLOSE;
     report_bytes(c);
     return next;
+}
+
+enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned worker)
+{
+    uint64_t in0 = c->bytes_in;
+    uint64_t out0 = c->bytes_out;
+    struct cr_conn *outer;
+
+    /* Hang-ups and errors show up as read or send results. */
+    CR_UNUSED(events);
+    c->worker = worker;
+    outer = stage_enter(c);
+    return finish_call(c, outer, drive(c), in0, out0);
+}
+
+enum cr__conn_next cr__conn_feed(struct cr_conn *c, const char *data, size_t len, unsigned worker)
+{
+    uint64_t in0 = c->bytes_in;
+    uint64_t out0 = c->bytes_out;
+    struct cr_conn *outer;
+
+    c->worker = worker;
+    outer = stage_enter(c);
+    if (len == 0) {
+        c->peer_eof = true;
+    } else if (c->in_len >= MAX_INPUT) {
+        c->failed = true; /* as read_some's -EMSGSIZE */
+    } else {
+        c->bytes_in += len;
+        c->svc_input_deadline = false; /* the service sets it anew, or not */
+        if (c->in_len == 0) {
+            feed_fresh(c, data, len);
+        } else if (grow_input(c, len) < 0) {
+            c->failed = true;
+        } else {
+            memcpy(c->in + c->in_len, data, len);
+            c->in_len += len;
+            c->feed_again = true;
+        }
+    }
+    return finish_call(c, outer, advance(c), in0, out0);
+}
+
+int cr__conn_next_output(struct cr_conn *c, struct cr__conn_out *out, unsigned max_iov,
+                         size_t max_len)
+{
+    return next_output(c, out, max_iov, max_len);
+}
+
+enum cr__conn_next cr__conn_sent(struct cr_conn *c, size_t n, unsigned worker)
+{
+    uint64_t in0 = c->bytes_in;
+    uint64_t out0 = c->bytes_out;
+    struct cr_conn *outer;
+
+    assert(n <= c->pending);
+    c->worker = worker;
+    outer = stage_enter(c);
+    consume_output(c, n);
+    if (c->seg_count == 0)
+        output_drained(c);
+    return finish_call(c, outer, advance(c), in0, out0);
 }
 
 void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile int *stop)

@@ -8,6 +8,10 @@
  * A connection is used by one thread at a time (the model guarantees it:
  * one-shot handles, job ownership, or a dedicated thread).
  *
+ * Two ways to drive a connection: cr__conn_handle (readiness: the driver
+ * reads and sends itself) and cr__conn_feed/next_output/sent (completion:
+ * the model performs the I/O and reports it), over the same logic.
+ *
  * Memory: reading goes to a thread-local buffer; only input the service did
  * not consume (a partial request) is copied to a per-connection buffer, and
  * output is kept per connection only when the socket would block. An idle
@@ -17,6 +21,8 @@
 #define CABRANK_CONN_INTERNAL_H
 
 #include <cabrank/service.h>
+
+#include <sys/uio.h>
 
 /* What the connection needs next from its model. */
 enum cr__conn_next {
@@ -63,6 +69,53 @@ int cr__conn_fd(const struct cr_conn *c);
  * Returns what to wait for next. worker is the serving worker's index.
  */
 enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned worker);
+
+/*
+ * The driver without its I/O, for a model that performs the operations
+ * itself (the proactor: the kernel receives into the model's buffer and
+ * sends from the queue asynchronously). The same logic as cr__conn_handle,
+ * which is built on it: feed the service, keep what it did not consume,
+ * queue its output, call drained, track the deadlines and the counters.
+ * Between calls the queue holds no thread-local memory, so what
+ * cr__conn_next_output points at stays valid until cr__conn_sent or
+ * cr__conn_destroy, on any thread.
+ *
+ * cr__conn_feed: data[0..len) arrived (len 0: end of stream); data is
+ * borrowed for the call only. Returns what the connection needs next:
+ * CR__CONN_WRITE (send cr__conn_next_output), CR__CONN_READ (receive, with
+ * the deadline of cr__conn_deadline) or CR__CONN_CLOSE.
+ */
+enum cr__conn_next cr__conn_feed(struct cr_conn *c, const char *data, size_t len, unsigned worker);
+
+/* Most memory pieces cr__conn_next_output returns at once. */
+#define CR__CONN_OUT_IOV 64
+
+/* One send: memory (iovcnt > 0) or a file range (file_fd >= 0). */
+struct cr__conn_out {
+    int iovcnt;
+    struct iovec iov[CR__CONN_OUT_IOV]; /* borrowed from the connection's queue */
+    int file_fd;                        /* borrowed; -1 for memory */
+    off_t file_off;
+    size_t len; /* bytes in all: the iovecs' sum, or the file range's */
+    bool more;  /* a file range follows this memory (MSG_MORE) */
+};
+
+/*
+ * Describes the head of the output queue as one send: its consecutive
+ * memory segments (at most max_iov, up to CR__CONN_OUT_IOV) or its file
+ * range, max_len bytes at most. Sending part of it is fine. 0, or -ENODATA
+ * when nothing is queued. Does not change the queue.
+ */
+int cr__conn_next_output(struct cr_conn *c, struct cr__conn_out *out, unsigned max_iov,
+                         size_t max_len);
+
+/*
+ * n bytes of the queue went out (n <= what cr__conn_next_output described):
+ * advances it, releases the segments sent, calls drained once all is sent
+ * and then feeds any pipelined input kept. Returns what is needed next, as
+ * cr__conn_feed.
+ */
+enum cr__conn_next cr__conn_sent(struct cr_conn *c, size_t n, unsigned worker);
 
 /* *stop values for cr__conn_serve_blocking. */
 #define CR__CONN_STOP_GRACEFUL 1 /* return once nothing is in flight */
