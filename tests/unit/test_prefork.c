@@ -1,0 +1,812 @@
+/*
+ * test_prefork.c - the prefork model (src/model_prefork.c) end to end: the
+ * master (manager thread) runs in the test process, its workers are real
+ * child processes, and the test drives clients over 127.0.0.1. The service
+ * here answers each line with the pid of the worker process that served it,
+ * so tests can see which worker did what.
+ *
+ * Covers: every accept lock with one and two threads per worker; a worker
+ * killed with SIGKILL under load (replaced, only its connection fails, one
+ * crash counted); a leader killed while it holds the pthread accept lock
+ * (the robust mutex recovers); graceful restarts every 200 ms under
+ * connection-per-request load (no failed request, old generations drain),
+ * and once through SIGHUP and cr_server_run in a child process; spare
+ * workers following a load that rises and falls; max_requests_per_child;
+ * a busy worker reported; immediate stop. Every test ends by checking that
+ * no child process (zombie or not) is left and /dev/shm has nothing new.
+ *
+ * Loads are bounded in count and time; waits that expect an event scale
+ * with CK_TIMEOUT_MULTIPLIER (sanitizer builds); no timing is asserted
+ * beyond generous bounds.
+ */
+#include <cabrank/log.h>
+#include <cabrank/server.h>
+
+#include "../support/support.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_ENTRIES 128
+
+/* ms scaled for slow (sanitizer) builds, for waits that expect an event. */
+static int tmo(int ms)
+{
+    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+    int k = m != NULL ? atoi(m) : 1;
+
+    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
+}
+
+/* ------------------------------------------------------------ the service */
+
+/* "<anything>\n" -> "<pid>\n"; "sleep <ms>\n" sleeps first; "close\n" then
+ * closes. One cr_conn_request_done per line. */
+static ssize_t pid_input(void *ctx, void *state, struct cr_conn *c, const char *data, size_t len)
+{
+    const char *nl = memchr(data, '\n', len);
+    char buf[32];
+    size_t n;
+    int k;
+
+    CR_UNUSED(ctx);
+    CR_UNUSED(state);
+    if (nl == NULL)
+        return len > 256 ? -EBADMSG : 0;
+    n = (size_t)(nl - data) + 1;
+    if (n > 6 && memcmp(data, "sleep ", 6) == 0) {
+        unsigned ms = 0;
+
+        for (size_t i = 6; i < n && data[i] >= '0' && data[i] <= '9'; i++)
+            ms = ms * 10 + (unsigned)(data[i] - '0');
+        usleep((useconds_t)(ms < 10000 ? ms : 10000) * 1000);
+    }
+    k = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+    if (cr_conn_write(c, buf, (size_t)k) < 0)
+        return -ENOMEM;
+    cr_conn_request_done(c);
+    if (n == 6 && memcmp(data, "close\n", 6) == 0)
+        cr_conn_close_after_flush(c);
+    return (ssize_t)n;
+}
+
+/* Shared with the workers (forked after it is set up): process_init and
+ * process_exit calls. */
+struct hooks {
+    uint64_t inits;
+    uint64_t exits;
+};
+
+static struct hooks *hooks;
+
+static int pid_process_init(void *ctx)
+{
+    CR_UNUSED(ctx);
+    __atomic_fetch_add(&hooks->inits, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void pid_process_exit(void *ctx)
+{
+    CR_UNUSED(ctx);
+    __atomic_fetch_add(&hooks->exits, 1, __ATOMIC_RELAXED);
+}
+
+static const struct cr_service pid_svc = {
+    .name = "pid",
+    .input = pid_input,
+    .process_init = pid_process_init,
+    .process_exit = pid_process_exit,
+};
+
+/* --------------------------------------------------------------- clients */
+
+/* Reads one line into buf within timeout_ms. Its length or -errno. */
+static int read_line(int fd, char *buf, size_t max, int timeout_ms)
+{
+    uint64_t end = cr_test_now_ms() + (uint64_t)timeout_ms;
+    size_t len = 0;
+
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        uint64_t now = cr_test_now_ms();
+        ssize_t n;
+
+        if (now >= end)
+            return -ETIMEDOUT;
+        if (poll(&pfd, 1, (int)(end - now)) <= 0)
+            continue;
+        n = read(fd, buf + len, max - 1 - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EPIPE;
+        len += (size_t)n;
+        buf[len] = '\0';
+        if (memchr(buf, '\n', len) != NULL)
+            return (int)len;
+        if (len == max - 1)
+            return -ENOSPC;
+    }
+}
+
+/* Sends line on fd and returns the pid in the answer, or -errno. */
+static int ask(int fd, const char *line, int timeout_ms)
+{
+    char buf[64];
+    int err = cr_test_write_all(fd, line, strlen(line));
+
+    if (err < 0)
+        return err;
+    err = read_line(fd, buf, sizeof(buf), timeout_ms);
+    if (err < 0)
+        return err;
+    return atoi(buf) > 0 ? atoi(buf) : -EPROTO;
+}
+
+/* Closes a client socket with a FIN even when a worker forked meanwhile
+ * holds a copy of it (the test's clients live in the master's process, so
+ * a worker forked while a connection is open inherits its client end; a
+ * real master holds no client sockets). */
+static void hangup(int fd)
+{
+    (void)shutdown(fd, SHUT_RDWR);
+    close(fd);
+}
+
+/* One connection, one request, close: the pid that served it or -errno. */
+static int request_once(uint16_t port, const char *line, int timeout_ms)
+{
+    int fd = cr_test_connect(port);
+    int pid;
+
+    if (fd < 0)
+        return fd;
+    pid = ask(fd, line, timeout_ms);
+    hangup(fd);
+    return pid;
+}
+
+/* Clients in a loop, each request on its own connection. */
+struct load {
+    uint16_t port;
+    int stop;    /* relaxed atomic */
+    uint64_t ok; /* relaxed atomics */
+    uint64_t failed;
+    int last_err;
+    pthread_t threads[4];
+    int nthreads;
+};
+
+static void *load_main(void *arg)
+{
+    struct load *l = arg;
+
+    while (!__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
+        int r = request_once(l->port, "hello\n", tmo(5000));
+
+        if (r > 0) {
+            __atomic_fetch_add(&l->ok, 1, __ATOMIC_RELAXED);
+        } else {
+            __atomic_fetch_add(&l->failed, 1, __ATOMIC_RELAXED);
+            __atomic_store_n(&l->last_err, r, __ATOMIC_RELAXED);
+        }
+    }
+    return NULL;
+}
+
+static void load_start(struct load *l, uint16_t port, int nthreads)
+{
+    memset(l, 0, sizeof(*l));
+    l->port = port;
+    l->nthreads = nthreads;
+    for (int i = 0; i < nthreads; i++)
+        ck_assert_int_eq(pthread_create(&l->threads[i], NULL, load_main, l), 0);
+}
+
+static void load_stop(struct load *l)
+{
+    __atomic_store_n(&l->stop, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < l->nthreads; i++)
+        pthread_join(l->threads[i], NULL);
+}
+
+/* --------------------------------------------------------------- fixture */
+
+struct fixture {
+    struct cr_server *s;
+    uint16_t port;
+    char shm_before[4096];
+};
+
+/* The names in /dev/shm, sorted into one string. */
+static void list_shm(char *out, size_t max)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    size_t len = 0;
+
+    out[0] = '\0';
+    if (d == NULL)
+        return;
+    while ((e = readdir(d)) != NULL) {
+        int n = snprintf(out + len, max - len, "%s/", e->d_name);
+
+        if (n < 0 || (size_t)n >= max - len)
+            break;
+        len += (size_t)n;
+    }
+    closedir(d);
+}
+
+/* Child processes of ours (any state, zombies included), from /proc. */
+static int count_children(void)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int n = 0;
+
+    ck_assert_ptr_nonnull(d);
+    while ((e = readdir(d)) != NULL) {
+        char path[300];
+        char buf[512];
+        FILE *f;
+        char *rp;
+
+        if (e->d_name[0] < '0' || e->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+        f = fopen(path, "r");
+        if (f == NULL)
+            continue;
+        if (fgets(buf, sizeof(buf), f) != NULL && (rp = strrchr(buf, ')')) != NULL) {
+            char state;
+            int ppid;
+
+            if (sscanf(rp + 1, " %c %d", &state, &ppid) == 2 && ppid == (int)getpid())
+                n++;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static void fx_start(struct fixture *f, struct cr_server_config cfg)
+{
+    char addr[64];
+    char *colon;
+
+    memset(f, 0, sizeof(*f));
+    if (hooks == NULL) {
+        hooks =
+            mmap(NULL, sizeof(*hooks), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        ck_assert_ptr_ne(hooks, MAP_FAILED);
+    }
+    memset(hooks, 0, sizeof(*hooks));
+    list_shm(f->shm_before, sizeof(f->shm_before));
+    cfg.model = "prefork";
+    cfg.listen[0] = "127.0.0.1:0";
+    ck_assert_int_eq(cr_server_create(&f->s, &cfg, &pid_svc), 0);
+    ck_assert_int_eq(cr_server_address(f->s, 0, addr, sizeof(addr)), 0);
+    colon = strrchr(addr, ':');
+    ck_assert_ptr_nonnull(colon);
+    f->port = (uint16_t)atoi(colon + 1);
+    ck_assert_int_eq(cr_server_start(f->s), 0);
+}
+
+/* Stops (graceful or not), waits, destroys, and checks that nothing is
+ * left: no child process, nothing new in /dev/shm, process_exit ran in
+ * every worker that ran process_init (graceful only) but the killed ones. */
+static void fx_stop(struct fixture *f, bool graceful, unsigned killed)
+{
+    char shm_after[4096];
+    struct cr_server_stats st;
+    uint64_t t0 = cr_test_now_ms();
+
+    cr_server_stop(f->s, graceful);
+    ck_assert_int_eq(cr_server_wait(f->s), 0);
+    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)tmo(10000));
+    (void)cr_server_stats(f->s, &st, NULL, 0);
+    ck_assert_uint_eq(st.processes, 0);
+    ck_assert_uint_eq(cr_server_scoreboard(f->s, NULL, 0), 0);
+    cr_server_destroy(f->s);
+    f->s = NULL;
+    ck_assert_int_eq(count_children(), 0);
+    list_shm(shm_after, sizeof(shm_after));
+    ck_assert_str_eq(shm_after, f->shm_before);
+    if (graceful)
+        ck_assert_uint_eq(__atomic_load_n(&hooks->exits, __ATOMIC_RELAXED) + killed,
+                          __atomic_load_n(&hooks->inits, __ATOMIC_RELAXED));
+}
+
+static unsigned scoreboard(struct fixture *f, struct cr_scoreboard_entry *e)
+{
+    unsigned n = cr_server_scoreboard(f->s, e, MAX_ENTRIES);
+
+    return n < MAX_ENTRIES ? n : MAX_ENTRIES;
+}
+
+/* Waits until n workers show in state st (any generation). */
+static bool wait_state(struct fixture *f, enum cr_worker_state st, unsigned n, int timeout_ms)
+{
+    uint64_t end = cr_test_now_ms() + (uint64_t)timeout_ms;
+
+    while (cr_test_now_ms() < end) {
+        struct cr_scoreboard_entry e[MAX_ENTRIES];
+        unsigned k = scoreboard(f, e);
+        unsigned c = 0;
+
+        for (unsigned i = 0; i < k; i++)
+            c += e[i].state == st;
+        if (c >= n)
+            return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static const char *const locks[] = {"pthread", "fcntl", "none", "reuseport"};
+#define NLOCKS 4
+
+/* Each lock with 1 and 2 threads per worker: clients served on connections
+ * of their own, concurrently, and on keep-alive ones (one at a time: under
+ * reuseport a connection waits for the worker whose socket the kernel
+ * picked, even when that worker is held by another). */
+START_TEST(serves_clients_with_each_lock)
+{
+    struct cr_server_config cfg = {
+        .workers = 2,
+        .threads = 1 + _i / NLOCKS,
+        .accept_lock = locks[_i % NLOCKS],
+    };
+    struct cr_scoreboard_entry e[MAX_ENTRIES];
+    struct cr_server_stats st;
+    struct fixture f;
+    struct load l;
+    unsigned n;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    load_start(&l, f.port, 3);
+    usleep(300000);
+    load_stop(&l);
+    ck_assert_msg(l.failed == 0, "%llu failed (last %d)", (unsigned long long)l.failed, l.last_err);
+    ck_assert_uint_gt(l.ok, 10);
+    for (int i = 0; i < 3; i++) {
+        int fd = cr_test_connect(f.port);
+
+        ck_assert_int_ge(fd, 0);
+        for (int r = 0; r < 10; r++)
+            ck_assert_int_gt(ask(fd, "again\n", tmo(5000)), 0);
+        hangup(fd);
+    }
+
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_str_eq(st.model, "prefork");
+    ck_assert_uint_ge(st.processes, 2);
+    ck_assert_uint_eq(st.generation, 1);
+    ck_assert_uint_eq(st.crashes, 0);
+    ck_assert_uint_ge(st.requests, l.ok + 30);
+    ck_assert_uint_ge(st.accepted, l.ok + 3);
+    n = scoreboard(&f, e);
+    ck_assert_uint_ge(n, 2);
+    for (unsigned i = 0; i < n; i++) {
+        ck_assert_int_gt(e[i].pid, 0);
+        ck_assert_uint_eq(e[i].generation, 1);
+    }
+    fx_stop(&f, true, 0);
+    ck_assert_uint_ge(hooks->inits, 2);
+}
+END_TEST
+
+static bool has_pid(const struct cr_scoreboard_entry *e, unsigned n, int pid)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (e[i].pid == pid)
+            return true;
+    }
+    return false;
+}
+
+/* kill -9 a worker under load: replaced at once, one crash, and only the
+ * connection it was serving (threads 1: at most one) fails. */
+START_TEST(replaces_killed_worker)
+{
+    struct cr_server_config cfg = {.workers = 2, .threads = 1};
+    struct cr_scoreboard_entry e[MAX_ENTRIES];
+    struct cr_scoreboard_entry e2[MAX_ENTRIES];
+    struct cr_server_stats st;
+    struct fixture f;
+    struct load l;
+    uint64_t t0;
+    bool replaced = false;
+    unsigned n;
+    int victim;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    load_start(&l, f.port, 2);
+    usleep(200000);
+    n = scoreboard(&f, e);
+    ck_assert_uint_ge(n, 2);
+    victim = e[0].pid;
+    ck_assert_int_gt(victim, 0);
+    t0 = cr_test_now_ms();
+    ck_assert_int_eq(kill(victim, SIGKILL), 0);
+    while (!replaced && cr_test_now_ms() - t0 < (uint64_t)tmo(3000)) {
+        unsigned k = scoreboard(&f, e2);
+
+        replaced = !has_pid(e2, k, victim);
+        for (unsigned i = 0; i < k && replaced; i++)
+            replaced = e2[i].pid > 0;
+        replaced = replaced && k >= 2;
+        if (!replaced)
+            usleep(5000);
+    }
+    ck_assert_msg(replaced, "worker %d not replaced", victim);
+    /* The issue asks for 1 s; unsanitized it is a few ms. */
+    if (tmo(1) == 1)
+        ck_assert_uint_lt(cr_test_now_ms() - t0, 1000);
+    usleep(300000);
+    load_stop(&l);
+    ck_assert_msg(l.failed <= 1, "%llu failed (last %d)", (unsigned long long)l.failed, l.last_err);
+    ck_assert_uint_gt(l.ok, 10);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.crashes, 1);
+    fx_stop(&f, true, 1);
+}
+END_TEST
+
+/* The leader (LISTENING: it holds the pthread accept lock) killed: the next
+ * taker recovers the robust mutex and the pool serves on. */
+START_TEST(recovers_lock_from_killed_leader)
+{
+    struct cr_server_config cfg = {.workers = 3, .threads = 1, .accept_lock = "pthread"};
+    struct cr_scoreboard_entry e[MAX_ENTRIES];
+    struct cr_server_stats st;
+    struct fixture f;
+    int victim = 0;
+    unsigned n;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    n = scoreboard(&f, e);
+    for (unsigned i = 0; i < n && victim == 0; i++) {
+        if (e[i].state == CR_WORKER_LISTENING)
+            victim = e[i].pid;
+    }
+    ck_assert_int_gt(victim, 0);
+    ck_assert_int_eq(kill(victim, SIGKILL), 0);
+    for (int i = 0; i < 30; i++)
+        ck_assert_int_gt(request_once(f.port, "after\n", tmo(5000)), 0);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.crashes, 1);
+    fx_stop(&f, true, 1);
+}
+END_TEST
+
+/* True once every worker in the scoreboard is of generation gen. */
+static bool only_generation(struct fixture *f, unsigned gen, int timeout_ms)
+{
+    uint64_t end = cr_test_now_ms() + (uint64_t)timeout_ms;
+
+    while (cr_test_now_ms() < end) {
+        struct cr_scoreboard_entry e[MAX_ENTRIES];
+        unsigned k = scoreboard(f, e);
+        bool only = k > 0;
+
+        for (unsigned i = 0; i < k; i++)
+            only = only && e[i].generation == gen;
+        if (only)
+            return true;
+        usleep(20000);
+    }
+    return false;
+}
+
+/* cr_server_restart every 200 ms, ten times, under connection-per-request
+ * load: no request fails, and the old generations drain. */
+START_TEST(graceful_restart_loses_nothing)
+{
+    struct cr_server_config cfg = {
+        .workers = 2,
+        .threads = 1 + _i,
+    };
+    struct cr_server_stats st;
+    struct fixture f;
+    struct load l;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    load_start(&l, f.port, 3);
+    for (int i = 0; i < 10; i++) {
+        usleep(200000);
+        ck_assert_int_eq(cr_server_restart(f.s), 0);
+    }
+    usleep(300000);
+    load_stop(&l);
+    ck_assert_msg(l.failed == 0, "%llu of %llu failed (last %d)", (unsigned long long)l.failed,
+                  (unsigned long long)(l.ok + l.failed), l.last_err);
+    ck_assert_uint_gt(l.ok, 20);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.restarts, 10);
+    ck_assert_uint_eq(st.generation, 11);
+    ck_assert_uint_eq(st.crashes, 0);
+    ck_assert(only_generation(&f, 11, tmo(5000)));
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
+/* What the server process of the SIGHUP test shares with the test. */
+struct hup_shared {
+    int hups;
+    uint16_t port;
+};
+
+static void on_hup(struct cr_server *s, void *arg)
+{
+    struct hup_shared *h = arg;
+
+    CR_UNUSED(s);
+    __atomic_fetch_add(&h->hups, 1, __ATOMIC_RELAXED);
+}
+
+/* The server process: prefork under cr_server_run. */
+static int run_server(struct hup_shared *h)
+{
+    struct cr_server_config cfg = {
+        .model = "prefork",
+        .listen = {"127.0.0.1:0"},
+        .workers = 2,
+        .threads = 1,
+        .on_hup = on_hup,
+        .signal_arg = h,
+    };
+    struct cr_service svc = pid_svc;
+    struct cr_server *s;
+    char addr[64];
+    int err;
+
+    svc.process_init = NULL;
+    svc.process_exit = NULL;
+    if (cr_server_create(&s, &cfg, &svc) != 0 || cr_server_address(s, 0, addr, sizeof(addr)) != 0)
+        return 1;
+    __atomic_store_n(&h->port, (uint16_t)atoi(strrchr(addr, ':') + 1), __ATOMIC_RELEASE);
+    err = cr_server_run(s);
+    cr_server_destroy(s);
+    return err == 0 ? 0 : 2;
+}
+
+/* SIGHUP to a process in cr_server_run: on_hup runs, a new generation
+ * serves (new pids), no request fails; SIGTERM then stops it cleanly and
+ * leaves no worker behind. */
+START_TEST(sighup_restarts_through_server_run)
+{
+    struct hup_shared *h;
+    int before[64];
+    int nbefore = 0;
+    int status;
+    bool fresh = false;
+    uint64_t end;
+    pid_t child;
+
+    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(h, MAP_FAILED);
+    memset(h, 0, sizeof(*h));
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0)
+        _exit(run_server(h));
+    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    while (__atomic_load_n(&h->port, __ATOMIC_ACQUIRE) == 0 && cr_test_now_ms() < end)
+        usleep(5000);
+    ck_assert_uint_ne(h->port, 0);
+    for (int i = 0; i < 20; i++) {
+        int pid = request_once(h->port, "before\n", tmo(5000));
+
+        ck_assert_int_gt(pid, 0);
+        if (nbefore < 64)
+            before[nbefore++] = pid;
+    }
+    ck_assert_int_eq(kill(child, SIGHUP), 0);
+    /* Until a request is served by a worker not seen before. */
+    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    while (!fresh && cr_test_now_ms() < end) {
+        int pid = request_once(h->port, "after\n", tmo(5000));
+
+        ck_assert_int_gt(pid, 0);
+        fresh = true;
+        for (int i = 0; i < nbefore; i++)
+            fresh = fresh && before[i] != pid;
+    }
+    ck_assert(fresh);
+    ck_assert_int_eq(__atomic_load_n(&h->hups, __ATOMIC_RELAXED), 1);
+    ck_assert_int_eq(kill(child, SIGTERM), 0);
+    ck_assert_int_eq(cr_test_wait_exit(child, tmo(10000), &status), 0);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    /* Its workers are gone too (no orphan). */
+    for (int i = 0; i < nbefore; i++)
+        ck_assert(kill(before[i], 0) < 0 && errno == ESRCH);
+    munmap(h, sizeof(*h));
+    ck_assert_int_eq(count_children(), 0);
+}
+END_TEST
+
+/* Processes of the pool right now. */
+static unsigned processes(struct fixture *f)
+{
+    struct cr_server_stats st;
+
+    (void)cr_server_stats(f->s, &st, NULL, 0);
+    return st.processes;
+}
+
+/* Held-open connections take every idle worker: the manager spawns more
+ * (toward max_workers, 1, 2, 4 per second), and once they leave it retires
+ * the surplus down to max_spare. */
+START_TEST(spares_follow_load)
+{
+    struct cr_server_config cfg = {
+        .workers = 1,
+        .min_spare = 2,
+        .max_spare = 3,
+        .max_workers = 8,
+        .threads = 1,
+    };
+    struct fixture f;
+    int held[6];
+    uint64_t t0;
+    unsigned peak = 0;
+
+    fx_start(&f, cfg);
+    /* min_spare 2 over workers 1: a second worker within a tick or two. */
+    t0 = cr_test_now_ms();
+    while (processes(&f) < 2 && cr_test_now_ms() - t0 < (uint64_t)tmo(5000))
+        usleep(20000);
+    ck_assert_uint_ge(processes(&f), 2);
+
+    /* Six connections, each holding a worker (threads 1). A connection is
+     * served once a worker is free; connect returns at once anyway (the
+     * backlog). */
+    for (int i = 0; i < 6; i++) {
+        held[i] = cr_test_connect(f.port);
+        ck_assert_int_ge(held[i], 0);
+        ck_assert_int_eq(cr_test_write_all(held[i], "hold\n", 5), 0);
+    }
+    t0 = cr_test_now_ms();
+    while (cr_test_now_ms() - t0 < (uint64_t)tmo(10000)) {
+        unsigned p = processes(&f);
+
+        peak = p > peak ? p : peak;
+        if (p >= 8)
+            break;
+        usleep(20000);
+    }
+    ck_assert_uint_eq(peak, 8); /* 6 busy + 2 idle = max_workers */
+    /* Every held connection got its answer. */
+    for (int i = 0; i < 6; i++) {
+        char buf[64];
+
+        ck_assert_int_gt(read_line(held[i], buf, sizeof(buf), tmo(5000)), 0);
+    }
+    for (int i = 0; i < 6; i++)
+        hangup(held[i]);
+    /* Idle 8 > max_spare 3: one retired per tick down to 3. */
+    t0 = cr_test_now_ms();
+    while (processes(&f) > 3 && cr_test_now_ms() - t0 < (uint64_t)tmo(15000))
+        usleep(50000);
+    ck_assert_uint_le(processes(&f), 3);
+    ck_assert_uint_ge(processes(&f), 2);
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
+/* max_requests_per_child: workers retire after 5 requests and are replaced;
+ * no request fails. */
+START_TEST(max_requests_retires_workers)
+{
+    struct cr_server_config cfg = {.workers = 2, .threads = 1, .max_requests_per_child = 5};
+    struct cr_server_stats st;
+    struct fixture f;
+    int pids[40];
+    int distinct = 0;
+
+    fx_start(&f, cfg);
+    for (int i = 0; i < 40; i++) {
+        pids[i] = request_once(f.port, "count\n", tmo(5000));
+        ck_assert_int_gt(pids[i], 0);
+    }
+    for (int i = 0; i < 40; i++) {
+        bool seen = false;
+
+        for (int j = 0; j < i && !seen; j++)
+            seen = pids[j] == pids[i];
+        distinct += !seen;
+    }
+    /* 40 requests, at most 5 per worker. */
+    ck_assert_int_ge(distinct, 8);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.crashes, 0);
+    ck_assert_uint_eq(st.requests, 40);
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
+/* A worker busy on one connection beyond busy_warn_ms is reported once;
+ * an immediate stop ends it without waiting for its handler's sleep to
+ * be answered. */
+START_TEST(reports_busy_worker_and_stops_immediately)
+{
+    struct cr_server_config cfg = {.workers = 1, .threads = 1, .busy_warn_ms = 100};
+    struct cr_scoreboard_entry e[MAX_ENTRIES];
+    char path[] = "/tmp/cr-prefork-log-XXXXXX";
+    char log[8192];
+    struct fixture f;
+    ssize_t len;
+    int logfd;
+    int fd;
+    unsigned n;
+    bool busy = false;
+
+    logfd = mkstemp(path);
+    ck_assert_int_ge(logfd, 0);
+    unlink(path);
+    cr_log_set_fd(logfd);
+    fx_start(&f, cfg);
+    fd = cr_test_connect(f.port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(cr_test_write_all(fd, "sleep 2500\n", 11), 0);
+    ck_assert(wait_state(&f, CR_WORKER_BUSY, 1, tmo(5000)));
+    n = scoreboard(&f, e);
+    for (unsigned i = 0; i < n; i++)
+        busy = busy || (e[i].state == CR_WORKER_BUSY && e[i].busy_threads == 1);
+    ck_assert(busy);
+    /* A tick (1 s) after 100 ms busy. */
+    usleep((useconds_t)tmo(1500) * 1000);
+    fx_stop(&f, false, 0);
+    hangup(fd);
+    cr_log_set_fd(-1);
+    len = pread(logfd, log, sizeof(log) - 1, 0);
+    close(logfd);
+    ck_assert_int_gt(len, 0);
+    log[len] = '\0';
+    ck_assert_msg(strstr(log, "busy on one connection") != NULL, "log: %s", log);
+    /* Once per connection. */
+    ck_assert_ptr_null(strstr(strstr(log, "busy on one connection") + 1, "busy on one connection"));
+}
+END_TEST
+
+Suite *prefork_suite(void);
+Suite *prefork_suite(void)
+{
+    Suite *s = suite_create("prefork");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, serves_clients_with_each_lock, 0, 2 * NLOCKS);
+    tcase_add_test(tc, replaces_killed_worker);
+    tcase_add_test(tc, recovers_lock_from_killed_leader);
+    tcase_add_loop_test(tc, graceful_restart_loses_nothing, 0, 2);
+    tcase_add_test(tc, sighup_restarts_through_server_run);
+    tcase_add_test(tc, spares_follow_load);
+    tcase_add_test(tc, max_requests_retires_workers);
+    tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
+    suite_add_tcase(s, tc);
+    return s;
+}
