@@ -6,7 +6,10 @@
  *   - throughput with many clients (64 by default), each with one request
  *     outstanding, driven by one epoll thread;
  *   - the server's CPU time and context switches per request during the
- *     throughput phase, from /proc/<pid>/task/<tid>/{stat,status}.
+ *     throughput phase, from /proc/<pid>/task/<tid>/{stat,status}, over its
+ *     worker processes too under the process models.
+ * Models: every one cr_server_models() lists (lf under each promotion);
+ * prefork gets enough workers up front for every client at once.
  * It prints a Markdown table, the ratios the issue targets (lf vs hshr), and
  * the exact command. Not a test: figures vary with the machine's load, so
  * compare configurations within one run.
@@ -98,6 +101,15 @@ static pid_t start_server(const struct options *o, const struct config *c, uint1
         int err;
 
         close(pfd[0]);
+        if (strcmp(c->model, "prefork") == 0) {
+            /* A connection holds a worker thread while it is open: enough
+             * workers of --threads threads for every client at once, started
+             * up front rather than grown by the manager during the run. */
+            int threads = o->threads > 0 ? o->threads : 1;
+
+            cfg.workers = (o->clients + threads - 1) / threads + 1;
+            cfg.max_workers = cfg.workers > 256 ? cfg.workers : 256;
+        }
         cr_log_set_level(CR_LOG_WARN); /* the table is the output */
         err = cr_test_line_init(&line);
         if (err == 0)
@@ -142,10 +154,10 @@ static void stop_server(pid_t pid)
     waitpid(pid, &status, 0);
 }
 
-/* Sums CPU time and context switches over the process's threads. */
-static struct proc_usage read_usage(pid_t pid)
+/* Adds the CPU time and context switches of the process's threads to u,
+ * and of its children, recursively (the process models' workers). */
+static void add_usage(pid_t pid, struct proc_usage *u, int depth)
 {
-    struct proc_usage u = {0};
     char path[64];
     DIR *d;
     struct dirent *e;
@@ -154,7 +166,7 @@ static struct proc_usage read_usage(pid_t pid)
     snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
     d = opendir(path);
     if (d == NULL)
-        return u;
+        return;
     while ((e = readdir(d)) != NULL) {
         char file[320];
         char buf[4096];
@@ -176,7 +188,7 @@ static struct proc_usage read_usage(pid_t pid)
 
             if (p != NULL &&
                 sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
-                u.cpu_s += (double)(ut + st) / (double)tick;
+                u->cpu_s += (double)(ut + st) / (double)tick;
         }
         snprintf(file, sizeof(file), "/proc/%d/task/%s/status", (int)pid, e->d_name);
         f = fopen(file, "r");
@@ -188,12 +200,54 @@ static struct proc_usage read_usage(pid_t pid)
 
                 if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
                     sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
-                    u.switches += v;
+                    u->switches += v;
             }
+            fclose(f);
+        }
+        snprintf(file, sizeof(file), "/proc/%d/task/%s/children", (int)pid, e->d_name);
+        f = fopen(file, "r");
+        if (f != NULL) {
+            int child;
+
+            while (depth < 4 && fscanf(f, "%d", &child) == 1)
+                add_usage(child, u, depth + 1);
             fclose(f);
         }
     }
     closedir(d);
+}
+
+/*
+ * The server's CPU time and context switches: its threads and its live
+ * descendants, plus the CPU time of the children it reaped (cutime, cstime of
+ * its stat: forking's exited children; their context switches are lost).
+ */
+static struct proc_usage read_usage(pid_t pid)
+{
+    struct proc_usage u = {0};
+    char file[64];
+    char buf[4096];
+    long tick = sysconf(_SC_CLK_TCK);
+    FILE *f;
+
+    add_usage(pid, &u, 0);
+    snprintf(file, sizeof(file), "/proc/%d/stat", (int)pid);
+    f = fopen(file, "r");
+    if (f != NULL) {
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        char *p;
+        long cut = 0;
+        long cst = 0;
+
+        fclose(f);
+        buf[n] = '\0';
+        /* cutime and cstime are the 16th and 17th fields. */
+        p = strrchr(buf, ')');
+        if (p != NULL &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %ld %ld", &cut,
+                   &cst) == 2)
+            u.cpu_s += (double)(cut + cst) / (double)tick;
+    }
     return u;
 }
 
@@ -387,14 +441,19 @@ static void default_configs(struct options *o)
 {
     const char *const *proms = cr_lf_pool_promotions();
 
-    add_config(o, "reactor");
-    add_config(o, "hshr");
-    add_config(o, "tpc");
-    for (int i = 0; proms[i] != NULL; i++) {
-        char spec[40];
+    /* Every model the library implements (cr_server_models lists a model
+     * once it is written), lf under every promotion order. */
+    for (const char *const *m = cr_server_models(); *m != NULL; m++) {
+        if (strcmp(*m, "lf") != 0) {
+            add_config(o, *m);
+            continue;
+        }
+        for (int i = 0; proms[i] != NULL; i++) {
+            char spec[40];
 
-        snprintf(spec, sizeof(spec), "lf:%s", proms[i]);
-        add_config(o, spec);
+            snprintf(spec, sizeof(spec), "lf:%s", proms[i]);
+            add_config(o, spec);
+        }
     }
 }
 
