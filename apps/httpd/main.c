@@ -35,21 +35,118 @@
 #define DEFAULT_ROOT   "./www"
 #define DEFAULT_MIME   "/etc/mime.types"
 
+/* What one option changes, for a configuration re-read at SIGHUP. */
+enum scope {
+    SCOPE_SERVER,  /* the server's (listeners, model, pools): needs a restart */
+    SCOPE_SERVICE, /* the HTTP service's: applied to new workers (process models) */
+    SCOPE_LOG,     /* the logs: applied at once under every model */
+    SCOPE_START,   /* read at start only (--config, --pid-file) */
+};
+
+struct opt_def {
+    const char *name; /* without the leading "--" */
+    bool flag;        /* takes no value (or yes/no after '=') */
+    enum scope scope;
+};
+
+static const struct opt_def opt_defs[] = {
+    {"listen", false, SCOPE_SERVER},
+    {"root", false, SCOPE_SERVICE},
+    {"model", false, SCOPE_SERVER},
+    {"threads", false, SCOPE_SERVER},
+    {"promotion", false, SCOPE_SERVER},
+    {"groups", false, SCOPE_SERVER},
+    {"multiple-leaders", true, SCOPE_SERVER},
+    {"backend", false, SCOPE_SERVER},
+    {"max-connections", false, SCOPE_SERVER},
+    {"workers", false, SCOPE_SERVER},
+    {"min-spare", false, SCOPE_SERVER},
+    {"max-spare", false, SCOPE_SERVER},
+    {"max-workers", false, SCOPE_SERVER},
+    {"max-requests-per-child", false, SCOPE_SERVER},
+    {"accept-lock", false, SCOPE_SERVER},
+    {"busy-warn", false, SCOPE_SERVER},
+    {"dispatch", false, SCOPE_SERVER},
+    {"async-engine", false, SCOPE_SERVER},
+    {"header-timeout", false, SCOPE_SERVICE},
+    {"body-timeout", false, SCOPE_SERVICE},
+    {"keepalive-timeout", false, SCOPE_SERVICE},
+    {"send-timeout", false, SCOPE_SERVICE},
+    {"max-requests-per-connection", false, SCOPE_SERVICE},
+    {"max-request-line", false, SCOPE_SERVICE},
+    {"max-header-line", false, SCOPE_SERVICE},
+    {"max-headers-size", false, SCOPE_SERVICE},
+    {"max-header-fields", false, SCOPE_SERVICE},
+    {"access-log", false, SCOPE_SERVICE},
+    {"log-format", false, SCOPE_SERVICE},
+    {"error-log", false, SCOPE_LOG},
+    {"log-level", false, SCOPE_LOG},
+    {"pid-file", false, SCOPE_START},
+    {"status-path", false, SCOPE_SERVICE},
+    {"status-allow-remote", true, SCOPE_SERVICE},
+    {"allow-outside-symlinks", true, SCOPE_SERVICE},
+    {"mime-types", false, SCOPE_SERVICE},
+    {"config", false, SCOPE_START},
+};
+#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+static const char *const accept_locks[] = {"pthread", "fcntl", "none", "reuseport", NULL};
+static const char *const dispatchers[] = {"single", "lf", "ring-per-thread", NULL};
+static const char *const async_engines[] = {"uring", "emulated", NULL};
+
+/* Strings read from a configuration file, freed with the options. */
+struct arena {
+    struct arena *next;
+    char s[];
+};
+
 struct options {
     struct cr_server_config server;
     struct http_service_config http;
     unsigned nlisten;
+    bool listen_from_argv; /* the command line's --listen replace the file's */
     const char *access_log;
     enum access_log_format log_format;
     const char *error_log;
+    bool has_log_level;
+    enum cr_log_level log_level;
     const char *pid_file;
+    const char *config;
+    /* Each option's value as given ("" when unset; --listen: the last), to
+     * tell what a re-read changed. Point into argv, the arena or literals. */
+    const char *raw[NOPTS];
+    unsigned listen_hash; /* every --listen, in order */
+    struct arena *arena;
 };
 
 /* What the signal callbacks reach. Main thread only. */
 struct app {
+    int argc;
+    char **argv;
+    struct options *opts;  /* the configuration in force */
+    struct options *first; /* the one the server was created with: lives to the end */
+    bool process_model;
+    struct http_service *http;
     struct access_log *log;
-    const char *error_log;
 };
+
+/* "reactor, lf, hshr, tpc, ..." from cr_server_models(). */
+static const char *model_list(void)
+{
+    static char buf[256];
+    size_t n = 0;
+
+    if (buf[0] != '\0')
+        return buf;
+    for (const char *const *m = cr_server_models(); *m != NULL; m++) {
+        int k = snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? ", " : "", *m);
+
+        if (k < 0 || (size_t)k >= sizeof(buf) - n)
+            break;
+        n += (size_t)k;
+    }
+    return buf;
+}
 
 static void usage(FILE *f)
 {
@@ -60,12 +157,16 @@ static void usage(FILE *f)
         "Every option takes its value as --flag VALUE or --flag=VALUE; times are seconds\n"
         "(fractions allowed).\n"
         "\n"
+        "  --config FILE                  read options from FILE: one \"name value\" a line,\n"
+        "                                 names as the flags' without \"--\", # comments;\n"
+        "                                 flags on the command line win (default none)\n"
         "  --listen ADDR                  address to serve, repeatable (default " DEFAULT_LISTEN
         "):\n"
         "                                 127.0.0.1:8080, [::1]:8080, [::]:80, *:80, :80\n"
         "  --root DIR                     document root (default " DEFAULT_ROOT ")\n"
-        "  --model NAME                   reactor, lf, hshr or tpc (default lf)\n"
-        "  --threads N                    worker threads (default: CPUs; tpc: the cap, 1024)\n"
+        "  --model NAME                   %s (default lf)\n"
+        "  --threads N                    worker threads (default: CPUs; tpc: the cap, 1024;\n"
+        "                                 prefork: threads in each worker process, default 1)\n"
         "  --promotion ORDER              lf: native, lifo, fifo, priority, lifo-lockfree\n"
         "                                 (default lifo)\n"
         "  --groups N                     lf: handle sets, each its own L/F group (default 1)\n"
@@ -73,6 +174,22 @@ static void usage(FILE *f)
         "                                 any set without a leader\n"
         "  --backend NAME                 handle set: epoll, poll or select (default epoll)\n"
         "  --max-connections N            stop accepting beyond N (default 10000)\n"
+        "  --workers N                    prefork: worker processes started at once, and never\n"
+        "                                 fewer (default: CPUs)\n"
+        "  --min-spare N                  prefork: idle workers kept at least (default 1)\n"
+        "  --max-spare N                  prefork: idle workers beyond are retired\n"
+        "                                 (default workers + min-spare)\n"
+        "  --max-workers N                prefork: cap on workers; forking: cap on children\n"
+        "                                 (default 256)\n"
+        "  --max-requests-per-child N     prefork: retire a worker after N requests\n"
+        "                                 (default 0, never)\n"
+        "  --accept-lock KIND             prefork: pthread, fcntl, none or reuseport\n"
+        "                                 (default pthread)\n"
+        "  --busy-warn SECS               prefork: log a worker busy on one connection longer\n"
+        "                                 (default 60)\n"
+        "  --dispatch KIND                proactor: single, lf or ring-per-thread (default lf)\n"
+        "  --async-engine KIND            proactor: uring or emulated (default uring where it\n"
+        "                                 works)\n"
         "  --header-timeout SECS          whole request head, from its first byte (default 20)\n"
         "  --body-timeout SECS            between reads of a request body (default 60)\n"
         "  --keepalive-timeout SECS       idle between requests (default 5)\n"
@@ -95,9 +212,13 @@ static void usage(FILE *f)
         "  --help                         this text\n"
         "  --version                      the version\n"
         "\n"
-        "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs.\n");
+        "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs. HUP re-reads\n"
+        "--config: under prefork and forking, workers started after it (a new generation)\n"
+        "serve with the new root, limits, timeouts, status page, MIME types and access log,\n"
+        "while the old ones finish; under the thread models it reopens the logs and applies\n"
+        "--log-level and --error-log; what it cannot apply is logged.\n",
+        model_list());
 }
-
 /* One line on stderr, exit status 2. */
 __attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...)
 {
@@ -111,73 +232,52 @@ __attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char
     exit(EXIT_USAGE);
 }
 
-/* The value of option `name` at argv[*i], as "--name VALUE" or "--name=VALUE";
- * NULL if argv[*i] is another option. Exits on a missing value. */
-static const char *option_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t len = strlen(name);
+/* Where a parse error is described; at start it becomes the usage line,
+ * at SIGHUP a log record. */
+struct err {
+    char msg[400];
+};
 
-    if (strncmp(argv[*i], name, len) != 0)
-        return NULL;
-    if (argv[*i][len] == '=')
-        return argv[*i] + len + 1;
-    if (argv[*i][len] != '\0')
-        return NULL;
-    if (*i + 1 >= argc)
-        die_usage("%s needs a value", name);
-    return argv[++*i];
+__attribute__((format(printf, 2, 3))) static int fail(struct err *e, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+    va_end(ap);
+    return -EINVAL;
 }
 
-/* A flag without a value; "--name=yes|no|true|false|1|0" is accepted too. */
-static bool option_flag(const char *arg, const char *name, bool *out)
-{
-    size_t len = strlen(name);
-    const char *v;
-
-    if (strncmp(arg, name, len) != 0 || (arg[len] != '\0' && arg[len] != '='))
-        return false;
-    if (arg[len] == '\0') {
-        *out = true;
-        return true;
-    }
-    v = arg + len + 1;
-    if (strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
-        *out = true;
-    else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
-        *out = false;
-    else
-        die_usage("%s takes no value, or yes/no (got '%s')", name, v);
-    return true;
-}
-
-static unsigned long long parse_uint(const char *name, const char *v, unsigned long long min,
-                                     unsigned long long max)
+static int parse_uint(const char *name, const char *v, unsigned long long min,
+                      unsigned long long max, unsigned long long *out, struct err *e)
 {
     char *end;
     unsigned long long n;
 
     errno = 0;
     if (v[0] < '0' || v[0] > '9')
-        die_usage("%s wants a number, not '%s'", name, v);
+        return fail(e, "--%s wants a number, not '%s'", name, v);
     n = strtoull(v, &end, 10);
     if (errno != 0 || *end != '\0' || n < min || n > max)
-        die_usage("%s: '%s' is not a number in range", name, v);
-    return n;
+        return fail(e, "--%s: '%s' is not a number in range", name, v);
+    *out = n;
+    return 0;
 }
 
 /* Seconds, fractions allowed, into milliseconds (at least 1). */
-static uint64_t parse_seconds(const char *name, const char *v)
+static int parse_seconds(const char *name, const char *v, uint64_t *out, struct err *e)
 {
     char *end;
     double s;
 
     errno = 0;
     if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.'))
-        die_usage("%s wants seconds, not '%s'", name, v);
+        return fail(e, "--%s wants seconds, not '%s'", name, v);
     s = strtod(v, &end);
     if (errno != 0 || *end != '\0' || !(s > 0) || s > 86400.0 * 365)
-        die_usage("%s: '%s' is not a positive number of seconds", name, v);
-    return s * 1000 < 1 ? 1 : (uint64_t)(s * 1000 + 0.5);
+        return fail(e, "--%s: '%s' is not a positive number of seconds", name, v);
+    *out = s * 1000 < 1 ? 1 : (uint64_t)(s * 1000 + 0.5);
+    return 0;
 }
 
 static bool in_list(const char *const *list, const char *name)
@@ -189,111 +289,386 @@ static bool in_list(const char *const *list, const char *name)
     return false;
 }
 
-static void parse_options(int argc, char **argv, struct options *o)
+/* "a, b, c" of a NULL-terminated list, into buf. */
+static const char *joined(const char *const *list, char *buf, size_t cap)
+{
+    size_t n = 0;
+
+    buf[0] = '\0';
+    for (; *list != NULL; list++) {
+        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", *list);
+
+        if (k < 0 || (size_t)k >= cap - n)
+            break;
+        n += (size_t)k;
+    }
+    return buf;
+}
+
+static const struct opt_def *find_opt(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NOPTS; i++) {
+        if (strlen(opt_defs[i].name) == len && memcmp(opt_defs[i].name, name, len) == 0)
+            return &opt_defs[i];
+    }
+    return NULL;
+}
+
+static void defaults(struct options *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->http.root = DEFAULT_ROOT;
+    o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
+    o->log_format = ACCESS_LOG_COMBINED;
+    for (size_t i = 0; i < NOPTS; i++)
+        o->raw[i] = "";
+}
+
+static void free_arena(struct options *o)
+{
+    while (o->arena != NULL) {
+        struct arena *a = o->arena;
+
+        o->arena = a->next;
+        free(a);
+    }
+}
+
+/* Frees options re-read at SIGHUP (heap) with their strings. */
+static void free_options(struct options *o)
+{
+    if (o != NULL)
+        free_arena(o);
+    free(o);
+}
+
+/* A copy of s[0..len) that lives as long as o. NULL on ENOMEM. */
+static const char *keep(struct options *o, const char *s, size_t len)
+{
+    struct arena *a = malloc(sizeof(*a) + len + 1);
+
+    if (a == NULL)
+        return NULL;
+    memcpy(a->s, s, len);
+    a->s[len] = '\0';
+    a->next = o->arena;
+    o->arena = a;
+    return a->s;
+}
+
+/*
+ * Sets option d to v (NULL: a flag given without a value). v must live as
+ * long as o. 0, or -EINVAL with e saying why.
+ */
+static int set_option(struct options *o, const struct opt_def *d, const char *v, bool from_argv,
+                      struct err *e)
 {
     struct cr_server_config *sc = &o->server;
     struct http_service_config *hc = &o->http;
+    const char *n = d->name;
+    unsigned long long u = 0;
+    uint64_t ms = 0;
+    bool flag = true;
+    char list[256];
+    int err = 0;
 
-    hc->root = DEFAULT_ROOT;
-    hc->mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
-    o->log_format = ACCESS_LOG_COMBINED;
+    if (d->flag) {
+        if (v == NULL || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+            flag = true;
+        else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+            flag = false;
+        else
+            return fail(e, "--%s takes no value, or yes/no (got '%s')", n, v);
+        v = flag ? "yes" : "no";
+    } else if (v == NULL) {
+        return fail(e, "--%s needs a value", n);
+    }
+    o->raw[d - opt_defs] = v;
+
+    if (strcmp(n, "listen") == 0) {
+        struct sockaddr_storage ss;
+        socklen_t len;
+
+        if (cr_listener_parse(v, &ss, &len) < 0)
+            return fail(e, "bad address '%s': numeric, with a port", v);
+        if (from_argv && !o->listen_from_argv) {
+            o->listen_from_argv = true; /* the command line wins over the file */
+            o->nlisten = 0;
+            o->listen_hash = 0;
+        }
+        if (o->nlisten == CR_SERVER_MAX_LISTEN)
+            return fail(e, "at most %d --listen", CR_SERVER_MAX_LISTEN);
+        sc->listen[o->nlisten++] = v;
+        for (const char *p = v; *p != '\0'; p++)
+            o->listen_hash = o->listen_hash * 31 + (unsigned char)*p;
+        o->listen_hash = o->listen_hash * 31 + ',';
+    } else if (strcmp(n, "root") == 0) {
+        hc->root = v;
+    } else if (strcmp(n, "model") == 0) {
+        if (!in_list(cr_server_models(), v))
+            return fail(e, "unknown model '%s' (%s)", v, model_list());
+        sc->model = v;
+    } else if (strcmp(n, "threads") == 0) {
+        err = parse_uint(n, v, 1, 4096, &u, e);
+        sc->threads = (int)u;
+    } else if (strcmp(n, "promotion") == 0) {
+        if (!in_list(cr_lf_pool_promotions(), v))
+            return fail(e, "unknown promotion order '%s'", v);
+        sc->promotion = v;
+    } else if (strcmp(n, "groups") == 0) {
+        err = parse_uint(n, v, 1, 256, &u, e);
+        sc->groups = (int)u;
+    } else if (strcmp(n, "multiple-leaders") == 0) {
+        sc->multiple_leaders = flag;
+    } else if (strcmp(n, "backend") == 0) {
+        if (!in_list(cr_handle_set_backends(), v))
+            return fail(e, "unknown backend '%s' (%s)", v,
+                        joined(cr_handle_set_backends(), list, sizeof(list)));
+        sc->backend = v;
+    } else if (strcmp(n, "max-connections") == 0) {
+        err = parse_uint(n, v, 1, 10000000, &u, e);
+        sc->max_connections = (int)u;
+    } else if (strcmp(n, "workers") == 0) {
+        err = parse_uint(n, v, 1, 65536, &u, e);
+        sc->workers = (int)u;
+    } else if (strcmp(n, "min-spare") == 0) {
+        err = parse_uint(n, v, 1, 65536, &u, e);
+        sc->min_spare = (int)u;
+    } else if (strcmp(n, "max-spare") == 0) {
+        err = parse_uint(n, v, 1, 65536, &u, e);
+        sc->max_spare = (int)u;
+    } else if (strcmp(n, "max-workers") == 0) {
+        err = parse_uint(n, v, 1, 65536, &u, e);
+        sc->max_workers = (int)u;
+    } else if (strcmp(n, "max-requests-per-child") == 0) {
+        err = parse_uint(n, v, 0, UINT64_MAX, &u, e);
+        sc->max_requests_per_child = u;
+    } else if (strcmp(n, "accept-lock") == 0) {
+        if (!in_list(accept_locks, v))
+            return fail(e, "unknown accept lock '%s' (%s)", v,
+                        joined(accept_locks, list, sizeof(list)));
+        sc->accept_lock = v;
+    } else if (strcmp(n, "busy-warn") == 0) {
+        err = parse_seconds(n, v, &ms, e);
+        sc->busy_warn_ms = ms;
+    } else if (strcmp(n, "dispatch") == 0) {
+        if (!in_list(dispatchers, v))
+            return fail(e, "unknown dispatch '%s' (%s)", v,
+                        joined(dispatchers, list, sizeof(list)));
+        sc->dispatch = v;
+    } else if (strcmp(n, "async-engine") == 0) {
+        if (!in_list(async_engines, v))
+            return fail(e, "unknown async engine '%s' (%s)", v,
+                        joined(async_engines, list, sizeof(list)));
+        sc->async_engine = v;
+    } else if (strcmp(n, "header-timeout") == 0) {
+        err = parse_seconds(n, v, &hc->header_timeout_ms, e);
+    } else if (strcmp(n, "body-timeout") == 0) {
+        err = parse_seconds(n, v, &hc->body_timeout_ms, e);
+    } else if (strcmp(n, "keepalive-timeout") == 0) {
+        err = parse_seconds(n, v, &hc->keepalive_timeout_ms, e);
+    } else if (strcmp(n, "send-timeout") == 0) {
+        err = parse_seconds(n, v, &hc->send_timeout_ms, e);
+    } else if (strcmp(n, "max-requests-per-connection") == 0) {
+        err = parse_uint(n, v, 1, UINT_MAX, &u, e);
+        hc->max_requests = (unsigned)u;
+    } else if (strcmp(n, "max-request-line") == 0) {
+        err = parse_uint(n, v, 16, 1 << 20, &u, e);
+        hc->limits.request_line_max = u;
+    } else if (strcmp(n, "max-header-line") == 0) {
+        err = parse_uint(n, v, 16, 1 << 20, &u, e);
+        hc->limits.header_line_max = u;
+    } else if (strcmp(n, "max-headers-size") == 0) {
+        err = parse_uint(n, v, 16, 1 << 20, &u, e);
+        hc->limits.headers_max = u;
+    } else if (strcmp(n, "max-header-fields") == 0) {
+        err = parse_uint(n, v, 1, 256, &u, e);
+        hc->limits.fields_max = u;
+    } else if (strcmp(n, "access-log") == 0) {
+        o->access_log = v;
+    } else if (strcmp(n, "log-format") == 0) {
+        if (strcmp(v, "common") == 0)
+            o->log_format = ACCESS_LOG_COMMON;
+        else if (strcmp(v, "combined") == 0)
+            o->log_format = ACCESS_LOG_COMBINED;
+        else
+            return fail(e, "unknown log format '%s' (common, combined)", v);
+    } else if (strcmp(n, "error-log") == 0) {
+        o->error_log = v;
+    } else if (strcmp(n, "log-level") == 0) {
+        if (cr_log_parse_level(v, &o->log_level) < 0)
+            return fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
+        o->has_log_level = true;
+    } else if (strcmp(n, "pid-file") == 0) {
+        o->pid_file = v;
+    } else if (strcmp(n, "status-path") == 0) {
+        if (strcmp(v, "off") == 0)
+            hc->status_path = "";
+        else if (v[0] != '/')
+            return fail(e, "--status-path '%s' must start with '/' (or be off)", v);
+        else
+            hc->status_path = v;
+    } else if (strcmp(n, "status-allow-remote") == 0) {
+        hc->status_allow_remote = flag;
+    } else if (strcmp(n, "allow-outside-symlinks") == 0) {
+        hc->allow_outside_symlinks = flag;
+    } else if (strcmp(n, "mime-types") == 0) {
+        hc->mime_types = v;
+    } else if (strcmp(n, "config") == 0) {
+        if (!from_argv)
+            return fail(e, "--config is for the command line, not a configuration file");
+        o->config = v;
+    }
+    return err;
+}
+
+/* Splits "--name=value" / "--name value" at argv[*i]. 0, 1 for --help or
+ * --version (handled by the caller), -EINVAL. */
+static int argv_option(int argc, char **argv, int *i, const struct opt_def **d, const char **v,
+                       struct err *e)
+{
+    const char *a = argv[*i];
+    const char *eq;
+
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "--version") == 0)
+        return 1;
+    if (strncmp(a, "--", 2) != 0)
+        return fail(e, "unknown option '%s'", a);
+    eq = strchr(a + 2, '=');
+    *d = find_opt(a + 2, eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2));
+    if (*d == NULL)
+        return fail(e, "unknown option '%s'", a);
+    if (eq != NULL) {
+        *v = eq + 1;
+    } else if ((*d)->flag) {
+        *v = NULL;
+    } else if (*i + 1 >= argc) {
+        return fail(e, "--%s needs a value", (*d)->name);
+    } else {
+        *v = argv[++*i];
+    }
+    return 0;
+}
+
+/* Applies a configuration file: "name value" lines, '#' comments. */
+static int read_config(struct options *o, const char *path, struct err *e)
+{
+    FILE *f = fopen(path, "re");
+    char line[4096];
+    unsigned lineno = 0;
+    int err = 0;
+
+    if (f == NULL)
+        return fail(e, "config '%s': %s", path, strerror(errno));
+    while (err == 0 && fgets(line, sizeof(line), f) != NULL) {
+        char *p = line;
+        char *name;
+        char *end;
+        const struct opt_def *d;
+        const char *v = NULL;
+        struct err inner;
+
+        lineno++;
+        if (strchr(line, '\n') == NULL && !feof(f)) {
+            err = fail(e, "%s:%u: line too long", path, lineno);
+            break;
+        }
+        /* A '#' at the start of a word starts a comment. */
+        for (char *c = p; *c != '\0'; c++) {
+            if (*c == '#' && (c == p || c[-1] == ' ' || c[-1] == '\t')) {
+                *c = '\0';
+                break;
+            }
+        }
+        while (*p == ' ' || *p == '\t')
+            p++;
+        end = p + strlen(p);
+        while (end > p && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+            *--end = '\0';
+        if (*p == '\0')
+            continue;
+        name = p;
+        if (strncmp(name, "--", 2) == 0)
+            name += 2;
+        while (*p != '\0' && *p != ' ' && *p != '\t')
+            p++;
+        d = find_opt(name, (size_t)(p - name));
+        if (d == NULL) {
+            *p = '\0';
+            err = fail(e, "%s:%u: unknown option '%s'", path, lineno, name);
+            break;
+        }
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p != '\0') {
+            v = keep(o, p, strlen(p));
+            if (v == NULL) {
+                err = fail(e, "%s:%u: out of memory", path, lineno);
+                break;
+            }
+        }
+        if (set_option(o, d, v, false, &inner) < 0)
+            err = fail(e, "%s:%u: %s", path, lineno, inner.msg);
+    }
+    if (err == 0 && ferror(f))
+        err = fail(e, "config '%s': read error", path);
+    fclose(f);
+    return err;
+}
+
+/* The cross-field checks cr_server_create would refuse with -EINVAL. */
+static int check_options(const struct options *o, struct err *e)
+{
+    const struct cr_server_config *sc = &o->server;
+
+    if (sc->workers != 0 && sc->max_workers != 0 && sc->workers > sc->max_workers)
+        return fail(e, "--workers %d is above --max-workers %d", sc->workers, sc->max_workers);
+    if (sc->min_spare != 0 && sc->max_spare != 0 && sc->max_spare < sc->min_spare)
+        return fail(e, "--max-spare %d is below --min-spare %d", sc->max_spare, sc->min_spare);
+    return 0;
+}
+
+/*
+ * Builds the options: defaults, then the --config file, then the command
+ * line (so its flags win; its --listen replace the file's). Exits for
+ * --help and --version. 0 or -EINVAL with e saying why.
+ */
+static int load_options(struct options *o, int argc, char **argv, struct err *e)
+{
+    const struct opt_def *d;
+    const char *v;
+    int err;
+
+    defaults(o);
+    /* The file first, wherever --config stands. */
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v;
-        bool flag;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+        err = argv_option(argc, argv, &i, &d, &v, e);
+        if (err == 1) {
+            if (strcmp(argv[i], "--version") == 0) {
+                printf(PROG " " HTTPD_VERSION "\n");
+                exit(EXIT_SUCCESS);
+            }
             usage(stdout);
             exit(EXIT_SUCCESS);
-        } else if (strcmp(a, "--version") == 0) {
-            printf(PROG " " HTTPD_VERSION "\n");
-            exit(EXIT_SUCCESS);
-        } else if ((v = option_value(argc, argv, &i, "--listen")) != NULL) {
-            struct sockaddr_storage ss;
-            socklen_t len;
-
-            if (cr_listener_parse(v, &ss, &len) < 0)
-                die_usage("bad address '%s': numeric, with a port", v);
-            if (o->nlisten == CR_SERVER_MAX_LISTEN)
-                die_usage("at most %d --listen", CR_SERVER_MAX_LISTEN);
-            sc->listen[o->nlisten++] = v;
-        } else if ((v = option_value(argc, argv, &i, "--root")) != NULL) {
-            hc->root = v;
-        } else if ((v = option_value(argc, argv, &i, "--model")) != NULL) {
-            if (!in_list(cr_server_models(), v))
-                die_usage("unknown model '%s' (reactor, lf, hshr, tpc)", v);
-            sc->model = v;
-        } else if ((v = option_value(argc, argv, &i, "--threads")) != NULL) {
-            sc->threads = (int)parse_uint("--threads", v, 1, 4096);
-        } else if ((v = option_value(argc, argv, &i, "--promotion")) != NULL) {
-            if (!in_list(cr_lf_pool_promotions(), v))
-                die_usage("unknown promotion order '%s'", v);
-            sc->promotion = v;
-        } else if ((v = option_value(argc, argv, &i, "--groups")) != NULL) {
-            sc->groups = (int)parse_uint("--groups", v, 1, 256);
-        } else if (option_flag(a, "--multiple-leaders", &flag)) {
-            sc->multiple_leaders = flag;
-        } else if ((v = option_value(argc, argv, &i, "--backend")) != NULL) {
-            if (!in_list(cr_handle_set_backends(), v))
-                die_usage("unknown backend '%s' (epoll, poll, select)", v);
-            sc->backend = v;
-        } else if ((v = option_value(argc, argv, &i, "--max-connections")) != NULL) {
-            sc->max_connections = (int)parse_uint("--max-connections", v, 1, 10000000);
-        } else if ((v = option_value(argc, argv, &i, "--header-timeout")) != NULL) {
-            hc->header_timeout_ms = parse_seconds("--header-timeout", v);
-        } else if ((v = option_value(argc, argv, &i, "--body-timeout")) != NULL) {
-            hc->body_timeout_ms = parse_seconds("--body-timeout", v);
-        } else if ((v = option_value(argc, argv, &i, "--keepalive-timeout")) != NULL) {
-            hc->keepalive_timeout_ms = parse_seconds("--keepalive-timeout", v);
-        } else if ((v = option_value(argc, argv, &i, "--send-timeout")) != NULL) {
-            hc->send_timeout_ms = parse_seconds("--send-timeout", v);
-        } else if ((v = option_value(argc, argv, &i, "--max-requests-per-connection")) != NULL) {
-            hc->max_requests =
-                (unsigned)parse_uint("--max-requests-per-connection", v, 1, UINT_MAX);
-        } else if ((v = option_value(argc, argv, &i, "--max-request-line")) != NULL) {
-            hc->limits.request_line_max = parse_uint("--max-request-line", v, 16, 1 << 20);
-        } else if ((v = option_value(argc, argv, &i, "--max-header-line")) != NULL) {
-            hc->limits.header_line_max = parse_uint("--max-header-line", v, 16, 1 << 20);
-        } else if ((v = option_value(argc, argv, &i, "--max-headers-size")) != NULL) {
-            hc->limits.headers_max = parse_uint("--max-headers-size", v, 16, 1 << 20);
-        } else if ((v = option_value(argc, argv, &i, "--max-header-fields")) != NULL) {
-            hc->limits.fields_max = parse_uint("--max-header-fields", v, 1, 256);
-        } else if ((v = option_value(argc, argv, &i, "--access-log")) != NULL) {
-            o->access_log = v;
-        } else if ((v = option_value(argc, argv, &i, "--log-format")) != NULL) {
-            if (strcmp(v, "common") == 0)
-                o->log_format = ACCESS_LOG_COMMON;
-            else if (strcmp(v, "combined") == 0)
-                o->log_format = ACCESS_LOG_COMBINED;
-            else
-                die_usage("unknown log format '%s' (common, combined)", v);
-        } else if ((v = option_value(argc, argv, &i, "--error-log")) != NULL) {
-            o->error_log = v;
-        } else if ((v = option_value(argc, argv, &i, "--log-level")) != NULL) {
-            enum cr_log_level level;
-
-            if (cr_log_parse_level(v, &level) < 0)
-                die_usage("unknown log level '%s' (error, warn, info, debug)", v);
-            cr_log_set_level(level);
-        } else if ((v = option_value(argc, argv, &i, "--pid-file")) != NULL) {
-            o->pid_file = v;
-        } else if ((v = option_value(argc, argv, &i, "--status-path")) != NULL) {
-            if (strcmp(v, "off") == 0)
-                hc->status_path = "";
-            else if (v[0] != '/')
-                die_usage("--status-path '%s' must start with '/' (or be off)", v);
-            else
-                hc->status_path = v;
-        } else if (option_flag(a, "--status-allow-remote", &flag)) {
-            hc->status_allow_remote = flag;
-        } else if (option_flag(a, "--allow-outside-symlinks", &flag)) {
-            hc->allow_outside_symlinks = flag;
-        } else if ((v = option_value(argc, argv, &i, "--mime-types")) != NULL) {
-            hc->mime_types = v;
-        } else {
-            die_usage("unknown option '%s'", a);
         }
+        if (err < 0)
+            return err;
+        if (strcmp(d->name, "config") == 0 && v != NULL)
+            o->config = v;
     }
+    if (o->config != NULL) {
+        err = read_config(o, o->config, e);
+        if (err < 0)
+            return err;
+    }
+    for (int i = 1; i < argc; i++) {
+        err = argv_option(argc, argv, &i, &d, &v, e);
+        if (err == 0)
+            err = set_option(o, d, v, true, e);
+        if (err < 0)
+            return err;
+    }
+    return check_options(o, e);
 }
 
 /* Worker slots for the service's per-worker data: at least every index
@@ -327,26 +702,6 @@ static int open_error_log(const char *path)
     return 0;
 }
 
-/* cr_server_run's SIGUSR1 callback, on the main thread. */
-static void on_usr1(struct cr_server *s, void *arg)
-{
-    struct app *app = arg;
-    int err;
-
-    CR_UNUSED(s);
-    if (app->error_log != NULL) {
-        err = open_error_log(app->error_log);
-        if (err < 0)
-            CR_LOG(CR_LOG_ERROR, "reopening %s: %s", app->error_log, strerror(-err));
-    }
-    if (app->log != NULL) {
-        err = access_log_reopen(app->log);
-        if (err < 0)
-            CR_LOG(CR_LOG_ERROR, "reopening the access log: %s", strerror(-err));
-    }
-    CR_LOG(CR_LOG_INFO, "SIGUSR1: logs reopened");
-}
-
 static int write_pid_file(const char *path)
 {
     char buf[32];
@@ -362,74 +717,272 @@ static int write_pid_file(const char *path)
     return err;
 }
 
+/* Reopens the error log (at its path now) and the access log. */
+static void reopen_logs(struct app *app)
+{
+    int err;
+
+    if (app->opts->error_log != NULL) {
+        err = open_error_log(app->opts->error_log);
+        if (err < 0)
+            CR_LOG(CR_LOG_ERROR, "reopening %s: %s", app->opts->error_log, strerror(-err));
+    }
+    if (app->log != NULL) {
+        err = access_log_reopen(app->log);
+        if (err < 0)
+            CR_LOG(CR_LOG_ERROR, "reopening the access log: %s", strerror(-err));
+    }
+}
+
+/* cr_server_run's SIGUSR1 callback, on the main thread. Under the process
+ * models this reopens the master's access log, which workers forked later
+ * inherit; running workers keep theirs until they are replaced (HUP). */
+static void on_usr1(struct cr_server *s, void *arg)
+{
+    CR_UNUSED(s);
+    reopen_logs(arg);
+    CR_LOG(CR_LOG_INFO, "SIGUSR1: logs reopened");
+}
+
+/* Appends ", name" to a list. */
+static void list_add(char *buf, size_t cap, const char *name)
+{
+    size_t n = strlen(buf);
+
+    snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", name);
+}
+
+static bool same(const char *a, const char *b)
+{
+    return strcmp(a != NULL ? a : "", b != NULL ? b : "") == 0;
+}
+
+/* An unusable root is refused before anything changes. */
+static int check_root(const char *root, struct err *e)
+{
+    struct stat st;
+
+    if (stat(root, &st) < 0)
+        return fail(e, "unusable root '%s': %s", root, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return fail(e, "unusable root '%s': not a directory", root);
+    return 0;
+}
+
+/*
+ * Applies n (re-read at SIGHUP) to a process model: the service gets the new
+ * configuration before cr_server_run calls cr_server_restart, so the new
+ * generation forks with it while the old workers finish with their copy.
+ * Changing the service here is safe because the master never serves: no
+ * thread of this process reads the service's configuration (workers have
+ * their own copy from fork), and a worker forked meanwhile by the manager
+ * thread waits for http_service_reconfigure to finish the swap. 0, or -errno
+ * with nothing changed.
+ */
+static int apply_to_service(struct app *app, struct options *n, bool log_changed, struct err *e)
+{
+    struct access_log *log = app->log;
+    int err;
+
+    if (log_changed && n->access_log != NULL) {
+        struct access_log_config lc = {
+            .path = n->access_log,
+            .format = n->log_format,
+            .buffers = app->first->http.workers,
+        };
+
+        err = access_log_open(&log, &lc);
+        if (err < 0) {
+            fail(e, "access log '%s': %s", n->access_log, strerror(-err));
+            return err;
+        }
+    } else if (log_changed) {
+        log = NULL;
+    }
+    n->http.workers = app->first->http.workers;
+    n->http.log = log;
+    err = http_service_reconfigure(app->http, &n->http);
+    if (err < 0) {
+        if (log != app->log)
+            access_log_close(log);
+        fail(e, "unusable root '%s': %s", n->http.root, strerror(-err));
+        return err;
+    }
+    if (log != app->log) {
+        /* The master never appends, so nothing is buffered in the old log;
+         * running workers write through their own copy until they exit. */
+        access_log_close(app->log);
+        app->log = log;
+    } else if (log != NULL) {
+        err = access_log_reopen(log); /* after logrotate, like USR1 */
+        if (err < 0)
+            CR_LOG(CR_LOG_ERROR, "reopening the access log: %s", strerror(-err));
+    }
+    return 0;
+}
+
+/*
+ * cr_server_run's SIGHUP callback, on the main thread (cr_server_restart
+ * follows). Re-reads --config with the same command line; a bad file or
+ * an unusable root is logged and the old configuration stays.
+ */
+static void on_hup(struct cr_server *s, void *arg)
+{
+    struct app *app = arg;
+    struct options *n = calloc(1, sizeof(*n));
+    struct options *o = app->opts;
+    char applied[1024] = "";
+    char restart[1024] = "";
+    bool log_changed;
+    struct err e;
+    int err;
+
+    CR_UNUSED(s);
+    if (n == NULL) {
+        CR_LOG(CR_LOG_ERROR, "SIGHUP: out of memory; the configuration stays");
+        return;
+    }
+    if (o->config == NULL) {
+        free(n);
+        reopen_logs(app);
+        CR_LOG(CR_LOG_INFO, "SIGHUP: no --config to re-read; logs reopened");
+        return;
+    }
+    err = load_options(n, app->argc, app->argv, &e);
+    if (err == 0)
+        err = check_root(n->http.root, &e);
+    if (err < 0) {
+        CR_LOG(CR_LOG_ERROR, "SIGHUP: %s; the configuration stays as it was", e.msg);
+        free_options(n);
+        return;
+    }
+    log_changed = !same(o->access_log, n->access_log) || o->log_format != n->log_format;
+    if (app->process_model) {
+        err = apply_to_service(app, n, log_changed, &e);
+        if (err < 0) {
+            CR_LOG(CR_LOG_ERROR, "SIGHUP: %s; the configuration stays as it was", e.msg);
+            free_options(n);
+            return;
+        }
+    }
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *d = &opt_defs[i];
+        bool changed = !same(o->raw[i], n->raw[i]);
+
+        if (strcmp(d->name, "listen") == 0)
+            changed = changed || o->listen_hash != n->listen_hash;
+        if (!changed)
+            continue;
+        if (d->scope == SCOPE_LOG || (d->scope == SCOPE_SERVICE && app->process_model)) {
+            list_add(applied, sizeof(applied), d->name);
+        } else {
+            list_add(restart, sizeof(restart), d->name);
+            /* Serving threads read the service's configuration without
+             * locks, so under the thread models it cannot change live: what
+             * runs stays what the next HUP compares with. */
+            n->raw[i] = o->raw[i];
+            if (strcmp(d->name, "listen") == 0)
+                n->listen_hash = o->listen_hash;
+        }
+    }
+    if (n->has_log_level || o->has_log_level)
+        cr_log_set_level(n->has_log_level ? n->log_level : CR_LOG_INFO);
+    app->opts = n;
+    if (app->process_model) {
+        if (n->error_log != NULL) {
+            err = open_error_log(n->error_log);
+            if (err < 0)
+                CR_LOG(CR_LOG_ERROR, "reopening %s: %s", n->error_log, strerror(-err));
+        }
+    } else {
+        reopen_logs(app);
+    }
+    CR_LOG(CR_LOG_INFO, "SIGHUP: re-read %s; applied: %s; needs a restart: %s%s", n->config,
+           applied[0] != '\0' ? applied : "nothing changed",
+           restart[0] != '\0' ? restart : "nothing",
+           app->process_model ? "; starting a new generation of workers" : "; logs reopened");
+    if (o != app->first)
+        free_options(o);
+}
+
 int main(int argc, char **argv)
 {
-    struct options o = {0};
-    struct app app = {0};
+    /* Static: the server's configuration points into it to the end, and
+     * an early exit leaves it reachable rather than leaked. */
+    static struct options first;
+    struct options *o = &first;
+    struct app app = {.argc = argc, .argv = argv};
     struct http_service *http = NULL;
     struct cr_server *srv = NULL;
-    struct stat st;
+    struct err e;
     int status = EXIT_FAILURE;
     int err;
 
-    parse_options(argc, argv, &o);
-    if (stat(o.http.root, &st) < 0) {
-        fprintf(stderr, PROG ": unusable root '%s': %s\n", o.http.root, strerror(errno));
+    if (load_options(o, argc, argv, &e) < 0)
+        die_usage("%s", e.msg);
+    if (check_root(o->http.root, &e) < 0) {
+        fprintf(stderr, PROG ": %s\n", e.msg);
         return EXIT_USAGE;
     }
-    if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, PROG ": unusable root '%s': not a directory\n", o.http.root);
-        return EXIT_USAGE;
-    }
-    if (o.error_log != NULL) {
-        err = open_error_log(o.error_log);
+    if (o->has_log_level)
+        cr_log_set_level(o->log_level);
+    app.opts = o;
+    app.first = o;
+    app.process_model = o->server.model != NULL && (strcmp(o->server.model, "prefork") == 0 ||
+                                                    strcmp(o->server.model, "forking") == 0);
+    if (o->error_log != NULL) {
+        err = open_error_log(o->error_log);
         if (err < 0) {
-            fprintf(stderr, PROG ": error log '%s': %s\n", o.error_log, strerror(-err));
+            fprintf(stderr, PROG ": error log '%s': %s\n", o->error_log, strerror(-err));
             return EXIT_USAGE;
         }
-        app.error_log = o.error_log;
     }
-    o.http.workers = worker_slots(&o.server);
-    if (o.access_log != NULL) {
+    o->http.workers = worker_slots(&o->server);
+    if (o->access_log != NULL) {
         struct access_log_config lc = {
-            .path = o.access_log,
-            .format = o.log_format,
-            .buffers = o.http.workers,
+            .path = o->access_log,
+            .format = o->log_format,
+            .buffers = o->http.workers,
         };
 
         err = access_log_open(&app.log, &lc);
         if (err < 0) {
-            fprintf(stderr, PROG ": access log '%s': %s\n", o.access_log, strerror(-err));
+            fprintf(stderr, PROG ": access log '%s': %s\n", o->access_log, strerror(-err));
             return EXIT_USAGE;
         }
-        o.http.log = app.log;
+        o->http.log = app.log;
     }
-    err = http_service_create(&http, &o.http);
+    err = http_service_create(&http, &o->http);
     if (err < 0) {
-        fprintf(stderr, PROG ": unusable root '%s': %s\n", o.http.root, strerror(-err));
+        fprintf(stderr, PROG ": unusable root '%s': %s\n", o->http.root, strerror(-err));
         status = EXIT_USAGE;
         goto out_log;
     }
+    app.http = http;
     /* The idle timeout of a new connection is the head timeout: the service
      * sets every later wait itself. */
-    o.server.idle_timeout_ms =
-        o.http.header_timeout_ms != 0 ? o.http.header_timeout_ms : HTTP_HEADER_TIMEOUT_MS_DEFAULT;
-    o.server.send_timeout_ms =
-        o.http.send_timeout_ms != 0 ? o.http.send_timeout_ms : HTTP_SEND_TIMEOUT_MS_DEFAULT;
-    o.server.on_usr1 = on_usr1;
-    o.server.signal_arg = &app;
-    err = cr_server_create(&srv, &o.server, http_service_get(http));
+    o->server.idle_timeout_ms =
+        o->http.header_timeout_ms != 0 ? o->http.header_timeout_ms : HTTP_HEADER_TIMEOUT_MS_DEFAULT;
+    o->server.send_timeout_ms =
+        o->http.send_timeout_ms != 0 ? o->http.send_timeout_ms : HTTP_SEND_TIMEOUT_MS_DEFAULT;
+    o->server.on_usr1 = on_usr1;
+    o->server.on_hup = on_hup;
+    o->server.signal_arg = &app;
+    err = cr_server_create(&srv, &o->server, http_service_get(http));
     if (err < 0) {
         fprintf(stderr, PROG ": %s\n",
-                err == -EINVAL ? "invalid server configuration (model, promotion, address)"
+                err == -EINVAL ? "invalid server configuration (model, promotion, address, "
+                                 "process settings)"
                                : strerror(-err));
+        if (err == -EINVAL)
+            status = EXIT_USAGE;
         goto out_http;
     }
     /* Bound; the pid file first, so it exists once we say we listen. */
-    if (o.pid_file != NULL) {
-        err = write_pid_file(o.pid_file);
+    if (o->pid_file != NULL) {
+        err = write_pid_file(o->pid_file);
         if (err < 0) {
-            fprintf(stderr, PROG ": pid file '%s': %s\n", o.pid_file, strerror(-err));
+            fprintf(stderr, PROG ": pid file '%s': %s\n", o->pid_file, strerror(-err));
             goto out_server;
         }
     }
@@ -446,24 +999,33 @@ int main(int argc, char **argv)
         struct cr_server_stats ss;
 
         (void)cr_server_stats(srv, &ss, NULL, 0);
-        CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s", o.http.root, ss.model,
-               ss.promotion != NULL ? ", promotion " : "",
-               ss.promotion != NULL ? ss.promotion : "");
+        CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
+               ss.model, ss.promotion != NULL ? ", promotion " : "",
+               ss.promotion != NULL ? ss.promotion : "", o->config != NULL ? ", config " : "",
+               o->config != NULL ? o->config : "");
     }
     err = cr_server_run(srv);
     if (err < 0)
         CR_LOG(CR_LOG_ERROR, "server: %s", strerror(-err));
     else
         status = EXIT_SUCCESS;
-    CR_LOG(CR_LOG_INFO, "stopped after %llu requests",
-           (unsigned long long)http_service_requests(http));
-    if (o.pid_file != NULL)
-        unlink(o.pid_file);
+    {
+        struct cr_server_stats ss;
+
+        (void)cr_server_stats(srv, &ss, NULL, 0);
+        CR_LOG(CR_LOG_INFO, "stopped after %llu requests",
+               (unsigned long long)(app.process_model ? ss.requests : http_service_requests(http)));
+    }
+    if (o->pid_file != NULL)
+        unlink(o->pid_file);
 out_server:
     cr_server_destroy(srv);
 out_http:
     http_service_destroy(http);
 out_log:
     access_log_close(app.log);
+    if (app.opts != app.first)
+        free_options(app.opts);
+    free_arena(app.first);
     return status;
 }

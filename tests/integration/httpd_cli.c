@@ -7,8 +7,13 @@
  * after binding and removed at exit, the error log receiving the records, a
  * configured status path; and the status page refused (403) to a client
  * that is not on the loopback network unless --status-allow-remote, tried
- * where the host has a non-loopback IPv4 address. Exit 0 pass, 1 fail, 77
- * skip.
+ * where the host has a non-loopback IPv4 address. The process-model and
+ * proactor flags (--workers ... --async-engine) are listed and their bad
+ * values refused the same way; --config: a file's options apply, flags on
+ * the command line win, a bad line is one error naming file and line; and
+ * under a thread model SIGHUP re-reads the file, logs one line saying what
+ * it applied and what needs a restart, and keeps the old configuration when
+ * the file turned bad. Exit 0 pass, 1 fail, 77 skip.
  */
 #include "httpd_client.h"
 
@@ -111,6 +116,16 @@ static void test_help_and_version(void)
         "--status-path",
         "--status-allow-remote",
         "--allow-outside-symlinks",
+        "--config",
+        "--workers",
+        "--min-spare",
+        "--max-spare",
+        "--max-workers",
+        "--max-requests-per-child",
+        "--accept-lock",
+        "--busy-warn",
+        "--dispatch",
+        "--async-engine",
         "--help",
         "--version",
     };
@@ -177,6 +192,140 @@ static void test_usage_errors(const char *root)
     expect_usage_error(a12, "timeout with a unit");
     expect_usage_error(a13, "bad log level");
     expect_usage_error(a14, "too many header fields");
+
+    const char *const b1[] = {"--root", root, "--workers", "0", NULL};
+    const char *const b2[] = {"--root", root, "--accept-lock", "flock", NULL};
+    const char *const b3[] = {"--root", root, "--busy-warn", "-1", NULL};
+    const char *const b4[] = {"--root", root, "--dispatch", "many", NULL};
+    const char *const b5[] = {"--root", root, "--async-engine", "epoll", NULL};
+    const char *const b6[] = {"--root", root, "--workers", "8", "--max-workers", "4", NULL};
+    const char *const b7[] = {"--root", root, "--min-spare", "5", "--max-spare", "2", NULL};
+    const char *const b8[] = {"--root", root, "--max-requests-per-child", "x", NULL};
+    const char *const b9[] = {"--root", root, "--config", "/nonexistent/cabrank.conf", NULL};
+
+    expect_usage_error(b1, "zero workers");
+    expect_usage_error(b2, "unknown accept lock");
+    expect_usage_error(b3, "negative busy-warn");
+    expect_usage_error(b4, "unknown dispatch");
+    expect_usage_error(b5, "unknown async engine");
+    expect_usage_error(b6, "workers above max-workers");
+    expect_usage_error(b7, "max-spare below min-spare");
+    expect_usage_error(b8, "bad max-requests-per-child");
+    expect_usage_error(b9, "missing config file");
+}
+
+static int spawn(const char *const *args, pid_t *pid, uint16_t *ports, int want, char lines[][128]);
+
+/* Writes a configuration file dir/name. */
+static void write_config(const char *dir, const char *name, const char *text)
+{
+    CHECK(hc_write_file(dir, name, text, strlen(text)) == 0, "writing %s", name);
+}
+
+/* Waits until the file at path contains needle (up to timeout_ms). */
+static bool file_says(const char *path, const char *needle, int timeout_ms)
+{
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)timeout_ms;
+    static char buf[65536];
+
+    do {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+        if (fd >= 0)
+            close(fd);
+        if (n > 0) {
+            buf[n] = '\0';
+            if (strstr(buf, needle) != NULL)
+                return true;
+        }
+        usleep(20 * 1000);
+    } while (cr_test_now_ms() < deadline);
+    return false;
+}
+
+static void test_config_file(const char *dir, const char *root)
+{
+    char conf[400];
+    char bad[400];
+    char other[400];
+    char elog[400];
+    char text[2048];
+    char out[4096];
+    char err[4096];
+    struct hc_resp r;
+    pid_t pid;
+    uint16_t port;
+    char lines[1][128];
+    int status = 0;
+
+    snprintf(conf, sizeof(conf), "%s/httpd.conf", dir);
+    snprintf(bad, sizeof(bad), "%s/bad.conf", dir);
+    snprintf(other, sizeof(other), "%s/other", dir);
+    snprintf(elog, sizeof(elog), "%s/error.log", dir);
+    CHECK(mkdir(other, 0755) == 0 && hc_write_file(other, "a.txt", "O", 1) == 0, "other root");
+
+    /* A bad line: one error naming the file and the line, exit 2. */
+    write_config(dir, "bad.conf", "# comment\n\nkeepalive-timeout 5\nthreads many\n");
+    {
+        const char *const args[] = {"--root", root, "--config", bad, NULL};
+        int rc = run(args, out, sizeof(out), err, sizeof(err));
+
+        CHECK(rc == 2 && strstr(err, "bad.conf:4:") != NULL && strchr(err, '\n')[1] == '\0',
+              "bad config line: %d '%s'", rc, err);
+    }
+
+    /* The file's root and status path apply; the command line's --listen
+     * and --threads win over the file's. */
+    snprintf(text, sizeof(text),
+             "# cabrank-httpd test configuration\n"
+             "root %s   # the document root\n"
+             "listen 127.0.0.1:1\n"
+             "--status-path /st\n"
+             "threads 3\n"
+             "keepalive-timeout 2\n"
+             "error-log %s\n"
+             "multiple-leaders\n",
+             other, elog);
+    write_config(dir, "httpd.conf", text);
+    {
+        const char *const args[] = {"--config", conf,      "--listen", "127.0.0.1:0", "--threads",
+                                    "2",        "--model", "lf",       NULL};
+
+        if (spawn(args, &pid, &port, 1, lines) < 0) {
+            CHECK(false, "config server did not start");
+            return;
+        }
+    }
+    CHECK(hc_get(port, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n", &r) == 0 && r.status == 200 &&
+              r.body_len == 1 && r.body[0] == 'O',
+          "root from the config file");
+    hc_resp_free(&r);
+    CHECK(hc_status(port, "GET /st?format=json HTTP/1.1\r\nHost: t\r\n\r\n") == 200,
+          "status path from the config file");
+
+    /* HUP under a thread model: the root cannot change live; the line says
+     * so. A bad file at HUP keeps everything as it was. */
+    snprintf(text, sizeof(text), "root %s\nstatus-path /st\nerror-log %s\nlog-level debug\n", root,
+             elog);
+    write_config(dir, "httpd.conf", text);
+    kill(pid, SIGHUP);
+    CHECK(file_says(elog, "SIGHUP: re-read", hc_tmo(5000)), "HUP logged what it did");
+    CHECK(file_says(elog, "needs a restart: root", hc_tmo(5000)), "HUP names the root");
+    CHECK(file_says(elog, "applied: log-level", hc_tmo(5000)), "HUP applied the log level");
+    write_config(dir, "httpd.conf", "root\n");
+    kill(pid, SIGHUP);
+    CHECK(file_says(elog, "httpd.conf:1: --root needs a value; the configuration stays",
+                    hc_tmo(5000)),
+          "bad file at HUP logged");
+    CHECK(hc_get(port, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n", &r) == 0 && r.status == 200 &&
+              r.body_len == 1 && r.body[0] == 'O',
+          "still serving the old root after HUPs");
+    hc_resp_free(&r);
+    kill(pid, SIGTERM);
+    CHECK(cr_test_wait_exit(pid, hc_tmo(20000), &status) == 0 && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0,
+          "config server exit status %d", status);
 }
 
 /* Starts prog with args, reading `want` "listening on" lines from its
@@ -443,6 +592,7 @@ int main(void)
     test_usage_errors(root);
     test_server_flags(dir, root);
     test_remote_status(root);
+    test_config_file(dir, root);
     if (hc_failures == 0) {
         fprintf(stderr, "httpd_cli: ok\n");
         rc = 0;
