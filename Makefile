@@ -33,7 +33,8 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
         -Wvla -fno-common -Werror
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -Itests/support $(WARN) -MMD -MP
 # Library dependencies resolved when a recipe runs (after `deps` has installed them).
-DEP_CFLAGS = $(shell pkg-config --cflags liburing 2>/dev/null)
+DEP_CFLAGS = $(shell pkg-config --cflags liburing 2>/dev/null) \
+             $(shell pkg-config --exists liburing 2>/dev/null && echo -DCR_HAVE_LIBURING)
 DEP_LIBS   = $(shell pkg-config --libs liburing 2>/dev/null) -lpthread -lm
 # Libraries only the applications need (none yet).
 APP_LIBS   =

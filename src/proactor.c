@@ -13,9 +13,12 @@
  * and a handler runs only when the previous one returned (seq_served); (2) a
  * handler starting its token's next operation, which could complete on
  * another thread before the handler returns; so such a start is deferred
- * (struct worker.deferred) and submitted when the handler has returned. The
- * dispatcher never touches a token after its final handler returns: the
- * handler may have freed it.
+ * (struct worker.deferred) and submitted when the handler has returned; (3)
+ * another thread starting the token's next operation while its final handler
+ * still runs (the token is no longer busy then, so that the handler can
+ * restart it); so such a start looks for the token in the workers' running
+ * slots and gets -EBUSY while its handler runs. The dispatcher never touches
+ * a token after its final handler returns: the handler may have freed it.
  *
  * Lock order: lf_lock, then an engine's locks; seq_lock is taken alone.
  */
@@ -28,6 +31,7 @@
 
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -49,8 +53,9 @@ struct worker {
     struct cr_proactor *p;
     unsigned ring;
     pthread_t tid;
+    /* Atomic; written by the worker's thread, read by starters (begin_op). */
+    struct cr_aop *running; /* the token whose handler runs now */
     /* The worker's own thread only. */
-    struct cr_aop *running;  /* the token whose handler runs now */
     struct cr_aop *deferred; /* its next operation, started by that handler */
 };
 
@@ -321,9 +326,15 @@ static void end_turn(struct cr_proactor *p, struct cr_aop *op, unsigned ticket)
 
 static void run_handler(struct worker *w, struct cr_aop *op, ssize_t res, unsigned flags)
 {
-    w->running = op;
+    /* Seq_cst store, then (final) the seq_cst clear of BUSY: a starter whose
+     * CAS sees BUSY clear then sees op here (begin_op). */
+    __atomic_store_n(&w->running, op, __ATOMIC_SEQ_CST);
+    if (!(flags & CR_AOP_MORE))
+        __atomic_fetch_and(&op->state, ~(CR__AOP_BUSY | CR__AOP_CANCEL), __ATOMIC_SEQ_CST);
     op->handler(op, res, flags);
-    w->running = NULL;
+    /* Also a release: the handler's writes reach the next starter, which
+     * loads this slot (begin_op). */
+    __atomic_store_n(&w->running, NULL, __ATOMIC_SEQ_CST);
 }
 
 /* Runs the final handler of op, then submits the operations it deferred. */
@@ -335,9 +346,6 @@ static void run_final(struct worker *w, struct cr_aop *op, ssize_t res)
         struct cr_aop *next;
         int err;
 
-        /* Release: the engine's writes (and ours) reach the next starter,
-         * whose CAS in begin_op acquires. */
-        __atomic_fetch_and(&op->state, ~(CR__AOP_BUSY | CR__AOP_CANCEL), __ATOMIC_RELEASE);
         run_handler(w, op, res, 0);
         next = w->deferred;
         w->deferred = NULL;
@@ -501,20 +509,49 @@ bool cr_aop_is_busy(const struct cr_aop *op)
     return (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) & CR__AOP_BUSY) != 0;
 }
 
+/* True when a worker other than the calling thread runs op's handler. */
+static bool is_running_elsewhere(struct cr_proactor *p, struct cr_aop *op)
+{
+    for (unsigned i = 0; i < p->nthreads; i++) {
+        if (&p->workers[i] != self &&
+            __atomic_load_n(&p->workers[i].running, __ATOMIC_SEQ_CST) == op)
+            return true;
+    }
+    return false;
+}
+
 /* Claims the token for a new operation. */
 static int begin_op(struct cr_aop *op, int kind, int fd, uint64_t timeout_ms)
 {
+    struct cr_proactor *p = op->p;
+    bool own =
+        self != NULL && self->p == p && __atomic_load_n(&self->running, __ATOMIC_RELAXED) == op;
     int st = __atomic_load_n(&op->state, __ATOMIC_RELAXED);
 
-    if (cr__proactor_is_stopping(op->p))
+    if (cr__proactor_is_stopping(p))
         return -ESHUTDOWN;
     /* A stale CR__AOP_CANCEL (a cancel that lost to the completion) is
      * dropped here; BUSY is what makes the token ours. */
-    do {
-        if (st & CR__AOP_BUSY)
-            return -EBUSY;
-    } while (!__atomic_compare_exchange_n(&op->state, &st, CR__AOP_BUSY, false, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_RELAXED));
+    for (;;) {
+        if (st & CR__AOP_BUSY) {
+            if (!own)
+                return -EBUSY;
+            /* Our own handler's token, held for a moment by another
+             * thread's start that is about to see us and back off. */
+            sched_yield();
+            st = __atomic_load_n(&op->state, __ATOMIC_RELAXED);
+            continue;
+        }
+        if (__atomic_compare_exchange_n(&op->state, &st, CR__AOP_BUSY, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_RELAXED))
+            break;
+    }
+    if (!own && is_running_elsewhere(p, op)) {
+        /* Its final handler still runs: a start now could run the next
+         * handler beside it. */
+        __atomic_fetch_and(&op->state, ~CR__AOP_BUSY, __ATOMIC_SEQ_CST);
+        return -EBUSY;
+    }
     op->kind = kind;
     op->fd = fd;
     op->fd2 = -1;
@@ -541,7 +578,7 @@ static int submit_op(struct cr_aop *op)
 
     __atomic_add_fetch(&p->inflight, 1, __ATOMIC_SEQ_CST);
     cr__aop_publish(op);
-    if (self != NULL && self->p == p && self->running == op) {
+    if (self != NULL && self->p == p && __atomic_load_n(&self->running, __ATOMIC_RELAXED) == op) {
         self->deferred = op;
         return 0;
     }

@@ -36,8 +36,7 @@
  * including from handlers. Handlers run on the proactor's dispatcher threads;
  * the handlers of one token never run concurrently with each other. (An
  * operation a handler starts on its own token is submitted when the handler
- * returns; a thread other than the token's handler must not start one before
- * that handler has returned.)
+ * returns; another thread starting one while that handler runs gets -EBUSY.)
  *
  * Descriptors: give non-blocking ones. The emulated engine performs accept,
  * connect and sendfile with the descriptor's own mode, so a blocking one holds
