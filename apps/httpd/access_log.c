@@ -37,9 +37,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ThreadSanitizer cannot follow a thread created in a child forked from a
- * multi-threaded process (it dies, or reuses the id of a parent's thread it
- * still tracks): under TSan a child gets no flusher (see after_fork). */
+/* ThreadSanitizer confuses a thread created in a child forked from a
+ * multi-threaded process with a parent's thread of the same stack (see
+ * access_log_after_fork); run it with die_after_fork=0, as tests/run.sh
+ * does. */
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define ACCESS_LOG_TSAN 1
@@ -283,8 +284,9 @@ void access_log_append(struct access_log *l, unsigned worker, const struct acces
         b->len += n;
     }
     if (!l->flusher_running) {
-        /* No flusher (a child under TSan): lines wait at most an interval
-         * while requests come; those of an idle worker wait for its exit. */
+        /* No flusher (a child that did not call access_log_after_fork):
+         * lines wait at most an interval while requests come; those of an
+         * idle worker wait for its exit. */
         uint64_t now = now_ns();
 
         if (b->len == n)
@@ -450,14 +452,24 @@ static void stop_flusher(struct access_log *l)
 
 int access_log_after_fork(struct access_log *l)
 {
+    pthread_attr_t attr;
     int err;
 
     if (l == NULL || l->flusher_running)
         return 0;
+    err = -pthread_attr_init(&attr);
+    if (err < 0)
+        return err;
 #ifdef ACCESS_LOG_TSAN
-    return 0; /* appends flush by time instead (see the top) */
+    /* After fork glibc hands the parent's cached thread stacks to new
+     * threads, so the flusher would get the pthread_t of a parent thread
+     * TSan still counts as running ("dup thread with used id"). A size no
+     * cached stack has makes glibc map a fresh one (the prefork model does
+     * the same for its worker threads, with another size). */
+    (void)pthread_attr_setstacksize(&attr, (9u << 20) + (64u << 10));
 #endif
-    err = -pthread_create(&l->flusher, NULL, flusher_main, l);
+    err = -pthread_create(&l->flusher, &attr, flusher_main, l);
+    pthread_attr_destroy(&attr);
     if (err < 0)
         return err;
     l->flusher_running = true;
