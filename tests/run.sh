@@ -15,7 +15,11 @@ failures=()
 
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
+# die_after_fork=0: the process models (forking, prefork) fork from a
+# multithreaded master, and a child that starts threads of its own (a
+# service's process_init, a worker's thread pool) would otherwise make TSan
+# exit; the child runs only the forking thread's copy until then.
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0:suppressions=$PWD/tests/tsan.supp"
 
 # TSan's shadow layout does not fit every ASLR setting of recent kernels;
 # without randomization it always does.
