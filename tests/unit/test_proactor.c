@@ -2,14 +2,16 @@
  * test_proactor.c - the Proactor over each engine (uring where io_uring works
  * here, emulated) and each completion dispatcher (single, lf,
  * ring-per-thread), as Check loop tests over cases[]: multishot accept of
- * several connections on one token, echo over many connections at once
- * (handlers starting their token's next operation), partial sends resumed to
- * a slow reader (send, sendv, sendfile past the pipe's size), connect to a
- * listener and to a closed port, per-operation timeouts and timers, cancel
- * (and cancels racing completions: one final call each), posts from other
- * threads, stop with operations outstanding (every handler once, tokens freed
- * in their handlers: LSan), EBUSY and ESHUTDOWN; then the forced fallback to
- * the emulated engine (one log line) and bad configurations.
+ * several connections on one token (and re-armed, forced, as on kernels
+ * without it), echo over many connections at once (handlers starting their
+ * token's next operation), partial sends resumed to a slow reader (send,
+ * sendv, sendfile past the pipe's size) and timed out against one that never
+ * reads, connect to a listener and to a closed port, per-operation timeouts
+ * and timers, cancel (and cancels racing completions: one final call each),
+ * posts from other threads, stop with operations outstanding (every handler
+ * once, tokens freed in their handlers: LSan) and during traffic, EBUSY and
+ * ESHUTDOWN; then the forced fallback to the emulated engine (one log line)
+ * and bad configurations.
  *
  * Handlers record into atomics; the test thread polls them with a bound and
  * asserts. No duration is asserted. Uring cases say why they skip when
@@ -159,9 +161,9 @@ static void on_accept(struct cr_aop *op, ssize_t res, unsigned flags)
     add_int(&a->finals, 1);
 }
 
-START_TEST(multishot_accept_takes_several_connections_on_one_token)
+static void accept_several(int ci)
 {
-    struct cr_proactor *p = open_case(_i);
+    struct cr_proactor *p = open_case(ci);
     struct acc a = {0};
     int clients[8];
     uint16_t port;
@@ -203,6 +205,19 @@ START_TEST(multishot_accept_takes_several_connections_on_one_token)
     }
     close(lfd);
 }
+
+START_TEST(multishot_accept_takes_several_connections_on_one_token)
+{
+    accept_several(_i);
+}
+END_TEST
+
+/* Uring cases only: the re-arming that kernels without multishot accept get. */
+START_TEST(multishot_accept_is_rearmed_where_the_kernel_has_none)
+{
+    ck_assert_int_eq(setenv("CABRANK_URING_NO_MULTISHOT", "1", 1), 0);
+    accept_several(_i);
+}
 END_TEST
 
 /* ---------------------------------------------------------------- echo */
@@ -231,7 +246,7 @@ static void on_echo(struct cr_aop *op, ssize_t res, unsigned flags)
     if (__atomic_exchange_n(&c->inside, 1, __ATOMIC_ACQ_REL) != 0)
         add_int(&echo_overlaps, 1);
     if (res <= 0) {
-        if (res < 0)
+        if (res < 0 && res != -ECANCELED)
             add_int(&echo_errors, 1);
         __atomic_store_n(&c->inside, 0, __ATOMIC_RELEASE);
         add_int(&echo_done, 1);
@@ -244,8 +259,14 @@ static void on_echo(struct cr_aop *op, ssize_t res, unsigned flags)
         c->sending = true;
         err = cr_aop_send(op, c->fd, c->buf, (size_t)res, 0);
     }
-    if (err < 0)
-        add_int(&echo_errors, 1);
+    if (err < 0) {
+        /* Not restarted: this was the token's last handler. */
+        if (err != -ESHUTDOWN)
+            add_int(&echo_errors, 1);
+        __atomic_store_n(&c->inside, 0, __ATOMIC_RELEASE);
+        add_int(&echo_done, 1);
+        return;
+    }
     __atomic_store_n(&c->inside, 0, __ATOMIC_RELEASE);
 }
 
@@ -702,6 +723,90 @@ START_TEST(stop_runs_every_outstanding_handler_once)
 }
 END_TEST
 
+/* Sends to a peer that never reads: the timeout ends them. */
+START_TEST(sends_to_a_reader_that_never_reads_time_out)
+{
+    struct cr_proactor *p = open_case(_i);
+    const size_t len = 8u << 20;
+    unsigned char *data;
+    char path[] = "/tmp/cabrank-proactor-XXXXXX";
+    struct one o = {0};
+    int fds[2];
+    int file;
+
+    if (p == NULL)
+        return;
+    data = pattern(len, 7);
+    file = mkstemp(path);
+    ck_assert_int_ge(file, 0);
+    unlink(path);
+    ck_assert_int_eq(cr_test_write_all(file, data, len), 0);
+    cr_aop_init(&o.op, p, 0, on_one);
+
+    make_pair(fds);
+    small_buffers(fds);
+    ck_assert_int_eq(cr_aop_send(&o.op, fds[1], data, len, 100), 0);
+    wait_count(&o.calls, 1);
+    ck_assert_int_eq(o.res, -ETIMEDOUT);
+    close(fds[0]);
+    close(fds[1]);
+
+    make_pair(fds);
+    small_buffers(fds);
+    ck_assert_int_eq(cr_aop_sendfile(&o.op, fds[1], file, 0, len, 100), 0);
+    wait_count(&o.calls, 2);
+    ck_assert_int_eq(o.res, -ETIMEDOUT);
+    close(fds[0]);
+    close(fds[1]);
+
+    close_case(p);
+    close(file);
+    free(data);
+}
+END_TEST
+
+/* Echo connections keep restarting their tokens while stop comes: every
+ * token's last handler runs once, and the threads end. */
+START_TEST(stop_during_traffic_ends_every_token_once)
+{
+    struct cr_proactor *p = open_case(_i);
+    struct echo_conn conns[ECHO_CONNS];
+    int client[ECHO_CONNS];
+
+    if (p == NULL)
+        return;
+    for (int i = 0; i < ECHO_CONNS; i++) {
+        int fds[2];
+
+        make_pair(fds);
+        client[i] = fds[0];
+        memset(&conns[i], 0, sizeof(conns[i]));
+        cr_aop_init(&conns[i].op, p, (unsigned)i, on_echo);
+        conns[i].fd = fds[1];
+        ck_assert_int_eq(cr_aop_recv(&conns[i].op, fds[1], conns[i].buf, sizeof(conns[i].buf), 0),
+                         0);
+    }
+    /* Fill the pipes both ways; nobody reads the echoes, so sends stall
+     * too. */
+    for (int r = 0; r < 20; r++) {
+        for (int i = 0; i < ECHO_CONNS; i++)
+            ck_assert_int_eq(cr_test_write_all(client[i], "0123456789abcdef", 16), 0);
+    }
+    cr_proactor_stop(p);
+    ck_assert_int_eq(cr_proactor_wait(p), 0);
+    ck_assert_int_eq(load_int(&echo_done), ECHO_CONNS);
+    ck_assert_int_eq(load_int(&echo_overlaps), 0);
+    ck_assert_int_eq(load_int(&echo_errors), 0);
+    for (int i = 0; i < ECHO_CONNS; i++)
+        ck_assert(!cr_aop_is_busy(&conns[i].op));
+    cr_proactor_destroy(p);
+    for (int i = 0; i < ECHO_CONNS; i++) {
+        close(client[i]);
+        close(conns[i].fd);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------- busy */
 
 START_TEST(a_busy_token_refuses_a_second_operation)
@@ -812,6 +917,7 @@ Suite *proactor_suite(void)
      * 2-core machine (and x10 under TSan). */
     tcase_set_timeout(tc, 30);
     tcase_add_loop_test(tc, multishot_accept_takes_several_connections_on_one_token, 0, NCASES);
+    tcase_add_loop_test(tc, multishot_accept_is_rearmed_where_the_kernel_has_none, 3, NCASES);
     tcase_add_loop_test(tc, echo_over_many_connections_at_once, 0, NCASES);
     tcase_add_loop_test(tc, partial_send_is_resumed_to_a_slow_reader, 0, NCASES);
     tcase_add_loop_test(tc, sendv_sends_every_iovec_resumed, 0, NCASES);
@@ -822,6 +928,8 @@ Suite *proactor_suite(void)
                         NCASES);
     tcase_add_loop_test(tc, posts_from_other_threads_reach_their_ring, 0, NCASES);
     tcase_add_loop_test(tc, stop_runs_every_outstanding_handler_once, 0, NCASES);
+    tcase_add_loop_test(tc, sends_to_a_reader_that_never_reads_time_out, 0, NCASES);
+    tcase_add_loop_test(tc, stop_during_traffic_ends_every_token_once, 0, NCASES);
     tcase_add_loop_test(tc, a_busy_token_refuses_a_second_operation, 0, NCASES);
     tcase_add_test(tc, forced_fallback_logs_one_line_and_works);
     tcase_add_test(tc, bad_configurations_are_refused);
