@@ -11,7 +11,9 @@
  * listener, the manager's reactor or other connections; a graceful stop
  * answers the request in flight; an immediate stop ends idle connections
  * at once; counters (accepted, requests through cr_conn_request_done,
- * processes, crashes for a child killed -9).
+ * processes, crashes for a child killed -9); process_init and process_exit
+ * run once in each child, and a child reads the server's stats and
+ * scoreboard (as a status page does) with the server-wide values.
  *
  * Checks are on what the client sees, cr_server_stats and the scoreboard.
  * Waits that expect something scale with CK_TIMEOUT_MULTIPLIER; waits that
@@ -28,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -532,6 +535,99 @@ START_TEST(child_killed_is_counted_as_crash_and_reaped)
 }
 END_TEST
 
+/* What the wrapped service's children saw, in shared memory. */
+struct hook_report {
+    uint64_t inits;
+    uint64_t exits;
+    uint64_t accepted_seen; /* cr_server_stats().accepted read in a child */
+    uint64_t processes_seen;
+    uint64_t slots_seen; /* cr_server_scoreboard() in a child */
+    int pid_seen;        /* pid of the first slot, read in a child */
+};
+
+static struct hook_report *hooks;
+static const struct cr_service *inner;
+
+static int hook_init(void *ctx)
+{
+    CR_UNUSED(ctx);
+    __atomic_fetch_add(&hooks->inits, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+static void hook_exit(void *ctx)
+{
+    CR_UNUSED(ctx);
+    __atomic_fetch_add(&hooks->exits, 1, __ATOMIC_RELAXED);
+}
+
+/* The line service, reading the server's stats and scoreboard from the
+ * child first, as a status page does. */
+static ssize_t hook_input(void *ctx, void *state, struct cr_conn *c, const char *data, size_t len)
+{
+    struct cr_server_stats st;
+    struct cr_worker_stats w[8];
+    struct cr_scoreboard_entry e[8];
+    unsigned n;
+
+    (void)cr_server_stats(cr_conn_server(c), &st, w, 8);
+    n = cr_server_scoreboard(cr_conn_server(c), e, 8);
+    __atomic_store_n(&hooks->accepted_seen, st.accepted, __ATOMIC_RELAXED);
+    __atomic_store_n(&hooks->processes_seen, (uint64_t)st.processes, __ATOMIC_RELAXED);
+    __atomic_store_n(&hooks->slots_seen, (uint64_t)n, __ATOMIC_RELAXED);
+    if (n > 0)
+        __atomic_store_n(&hooks->pid_seen, e[0].pid, __ATOMIC_RELAXED);
+    return inner->input(ctx, state, c, data, len);
+}
+
+START_TEST(process_hooks_run_in_each_child_and_stats_read_there)
+{
+    struct fixture f;
+    struct cr_service svc;
+    struct cr_server_config cfg = {
+        .model = "forking",
+        .listen = {"127.0.0.1:0"},
+        .max_workers = 4,
+    };
+    struct cr_test_client cl[3];
+    char addr[64];
+    uint64_t deadline;
+
+    hooks = mmap(NULL, sizeof(*hooks), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(hooks != MAP_FAILED);
+    fx_init(&f, false);
+    inner = &f.t.svc;
+    svc = f.t.svc;
+    svc.process_init = hook_init;
+    svc.process_exit = hook_exit;
+    svc.input = hook_input;
+    ck_assert_int_eq(cr_server_create(&f.s, &cfg, &svc), 0);
+    ck_assert_int_eq(cr_server_address(f.s, 0, addr, sizeof(addr)), 0);
+    f.port = (uint16_t)atoi(strrchr(addr, ':') + 1);
+    ck_assert_int_eq(cr_server_start(f.s), 0);
+    for (int i = 0; i < 3; i++) {
+        open_client(&f, &cl[i]);
+        expect_reply(&cl[i], "h1 ECHO hooked", "h1 OK hooked");
+    }
+    /* Never in the master, once in each child. */
+    ck_assert_uint_eq(__atomic_load_n(&hooks->inits, __ATOMIC_RELAXED), 3);
+    /* The last child saw the server's counters, not its fork-time copy
+     * of the master's memory alone: 3 accepted, 3 children, 3 slots. */
+    ck_assert_uint_eq(__atomic_load_n(&hooks->accepted_seen, __ATOMIC_RELAXED), 3);
+    ck_assert_uint_eq(__atomic_load_n(&hooks->processes_seen, __ATOMIC_RELAXED), 3);
+    ck_assert_uint_eq(__atomic_load_n(&hooks->slots_seen, __ATOMIC_RELAXED), 3);
+    ck_assert_int_gt(__atomic_load_n(&hooks->pid_seen, __ATOMIC_RELAXED), 0);
+    for (int i = 0; i < 3; i++)
+        cr_test_client_close(&cl[i]);
+    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    while (__atomic_load_n(&hooks->exits, __ATOMIC_RELAXED) < 3 && cr_test_now_ms() < deadline)
+        usleep(1000);
+    ck_assert_uint_eq(__atomic_load_n(&hooks->exits, __ATOMIC_RELAXED), 3);
+    fx_finish(&f, true);
+    munmap(hooks, sizeof(*hooks));
+}
+END_TEST
+
 Suite *forking_suite(void);
 
 Suite *forking_suite(void)
@@ -548,6 +644,7 @@ Suite *forking_suite(void)
     tcase_add_test(tc, graceful_stop_answers_the_request_in_flight);
     tcase_add_test(tc, immediate_stop_ends_every_child);
     tcase_add_test(tc, child_killed_is_counted_as_crash_and_reaped);
+    tcase_add_test(tc, process_hooks_run_in_each_child_and_stats_read_there);
     suite_add_tcase(s, tc);
     return s;
 }
