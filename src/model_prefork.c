@@ -85,6 +85,15 @@
 #include <sys/pidfd.h>
 #include <unistd.h>
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CR_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(CR_TSAN)
+#define CR_TSAN 1
+#endif
+
 #define TICK_MS           1000u /* maintenance period */
 #define MAX_SPAWN_RATE    32u   /* Apache's MAX_SPAWN_RATE */
 #define POLL_MS           100   /* a worker looks at its stop flag this often */
@@ -558,6 +567,7 @@ static int worker_main(void *arg)
     const struct cr_service *svc = m->env.conn.svc;
     struct wproc wp;
     struct wproc *w = &wp;
+    pthread_attr_t attr;
     unsigned started = 1;
     int status = 0;
     int err;
@@ -619,14 +629,28 @@ static int worker_main(void *arg)
         w->threads[i].w = w;
         w->threads[i].idx = i;
     }
+    err = -pthread_attr_init(&attr);
+    if (err < 0) {
+        status = 4;
+        goto out_close;
+    }
+#ifdef CR_TSAN
+    /* After fork, glibc hands the parent's other threads' stacks to new
+     * threads, so a worker thread gets the pthread_t of a parent thread
+     * TSan still counts as running ("dup thread with used id"). A size no
+     * cached stack has makes glibc map a fresh one. */
+    (void)pthread_attr_setstacksize(&attr, 9u << 20);
+#endif
     for (; started < w->nthreads; started++) {
-        err = -pthread_create(&w->threads[started].thread, NULL, thread_main, &w->threads[started]);
+        err =
+            -pthread_create(&w->threads[started].thread, &attr, thread_main, &w->threads[started]);
         if (err < 0) {
             CR_LOG(CR_LOG_WARN, "prefork: worker %d: %u of %u threads: %s", (int)getpid(), started,
                    w->nthreads, strerror(-err));
             break;
         }
     }
+    pthread_attr_destroy(&attr);
     (void)thread_main(&w->threads[0]);
     for (unsigned i = 1; i < started; i++)
         pthread_join(w->threads[i].thread, NULL);
