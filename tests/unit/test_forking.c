@@ -364,7 +364,11 @@ START_TEST(children_are_reaped_no_zombie_left)
     unsigned zombies;
     unsigned n;
 
+    int fds[MAX_FDS];
+    unsigned nfds;
+
     fx_start(&f, false, 4);
+    nfds = list_fds(0, fds, MAX_FDS);
     for (int i = 0; i < 10; i++) {
         open_client(&f, &cl);
         expect_reply(&cl, "z1 ECHO once", "z1 OK once");
@@ -377,6 +381,8 @@ START_TEST(children_are_reaped_no_zombie_left)
     ck_assert_uint_eq(stats_of(&f).accepted, 10);
     ck_assert_uint_eq(stats_of(&f).requests, 10);
     ck_assert_uint_eq(stats_of(&f).crashes, 0);
+    /* The master keeps nothing of a finished child (pidfd, connection). */
+    ck_assert_uint_eq(list_fds(0, fds, MAX_FDS), nfds);
     fx_finish(&f, true);
     n = count_children(&zombies);
     ck_assert_uint_eq(n, 0);
@@ -501,6 +507,33 @@ START_TEST(immediate_stop_ends_every_child)
      * it is the server's until destroy). */
     for (int i = 0; i < 3; i++)
         cr_test_client_close(&cl[i]);
+    cr_server_destroy(f.s);
+    cr_test_svc_fini(&f.t);
+}
+END_TEST
+
+START_TEST(immediate_stop_kills_a_child_stuck_in_its_handler)
+{
+    struct fixture f;
+    struct cr_test_client cl;
+    uint64_t deadline;
+
+    fx_start(&f, false, 4);
+    open_client(&f, &cl);
+    /* The handler sleeps through signals (nanosleep restarted): QUIT only
+     * sets the flag, so the master escalates to SIGKILL. */
+    ck_assert_int_eq(cr_test_client_send(&cl, "q1 SLEEP 10000\n"), 0);
+    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    while (cr_test_svc_get(&f.t.n->started) < 1 && cr_test_now_ms() < deadline)
+        usleep(1000);
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->started), 1);
+    cr_server_stop(f.s, false);
+    ck_assert_int_eq(cr_server_wait(f.s), 0);
+    ck_assert_int_eq(cr_test_client_eof(&cl, tmo(3000)), 0);
+    ck_assert_uint_eq(stats_of(&f).processes, 0);
+    /* Told to stop: not a crash. */
+    ck_assert_uint_eq(stats_of(&f).crashes, 0);
+    cr_test_client_close(&cl);
     cr_server_destroy(f.s);
     cr_test_svc_fini(&f.t);
 }
@@ -643,6 +676,7 @@ Suite *forking_suite(void)
     tcase_add_test(tc, child_holds_only_its_connection_and_what_came_before);
     tcase_add_test(tc, graceful_stop_answers_the_request_in_flight);
     tcase_add_test(tc, immediate_stop_ends_every_child);
+    tcase_add_test(tc, immediate_stop_kills_a_child_stuck_in_its_handler);
     tcase_add_test(tc, child_killed_is_counted_as_crash_and_reaped);
     tcase_add_test(tc, process_hooks_run_in_each_child_and_stats_read_there);
     suite_add_tcase(s, tc);
