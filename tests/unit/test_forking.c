@@ -13,7 +13,9 @@
  * at once; counters (accepted, requests through cr_conn_request_done,
  * processes, crashes for a child killed -9); process_init and process_exit
  * run once in each child, and a child reads the server's stats and
- * scoreboard (as a status page does) with the server-wide values.
+ * scoreboard (as a status page does) with the server-wide values; a child
+ * whose master is killed -9 ends its idle connection and exits (no
+ * orphan).
  *
  * Checks are on what the client sees, cr_server_stats and the scoreboard.
  * Waits that expect something scale with CK_TIMEOUT_MULTIPLIER; waits that
@@ -31,7 +33,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TEST_TIMEOUT 20 /* seconds, times CK_TIMEOUT_MULTIPLIER */
@@ -568,6 +572,58 @@ START_TEST(child_killed_is_counted_as_crash_and_reaped)
 }
 END_TEST
 
+START_TEST(children_stop_when_the_master_is_killed)
+{
+    struct cr_test_client cl;
+    uint64_t deadline;
+    uint16_t port = 0;
+    pid_t master;
+    pid_t pid;
+    int p[2];
+    int status;
+    int reaped = 0;
+
+    /* Orphans come back to this process, which reaps them. */
+    ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    ck_assert_int_eq(pipe(p), 0);
+    master = fork();
+    ck_assert_int_ge(master, 0);
+    if (master == 0) {
+        struct fixture f;
+
+        close(p[0]);
+        fx_start(&f, false, 4);
+        if (write(p[1], &f.port, sizeof(f.port)) != sizeof(f.port))
+            _exit(1);
+        for (;;)
+            pause(); /* until SIGKILL */
+    }
+    close(p[1]);
+    ck_assert_int_eq(cr_test_read_exact(p[0], &port, sizeof(port), tmo(5000)), 0);
+    close(p[0]);
+    ck_assert_int_eq(cr_test_client_open(&cl, port), 0);
+    expect_reply(&cl, "o1 ECHO parent", "o1 OK parent");
+    ck_assert_int_eq(kill(master, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(master, &status, 0), master);
+    /* The child got SIGTERM (PR_SET_PDEATHSIG): its idle connection ends
+     * and it exits, and is reaped here. */
+    ck_assert_int_eq(cr_test_client_eof(&cl, tmo(3000)), 0);
+    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    while (reaped == 0 && cr_test_now_ms() < deadline) {
+        pid = waitpid(-1, &status, WNOHANG);
+        if (pid > 0) {
+            ck_assert(WIFEXITED(status));
+            ck_assert_int_eq(WEXITSTATUS(status), 0);
+            reaped++;
+        } else {
+            usleep(1000);
+        }
+    }
+    ck_assert_int_eq(reaped, 1);
+    cr_test_client_close(&cl);
+}
+END_TEST
+
 /* What the wrapped service's children saw, in shared memory. */
 struct hook_report {
     uint64_t inits;
@@ -679,6 +735,7 @@ Suite *forking_suite(void)
     tcase_add_test(tc, immediate_stop_kills_a_child_stuck_in_its_handler);
     tcase_add_test(tc, child_killed_is_counted_as_crash_and_reaped);
     tcase_add_test(tc, process_hooks_run_in_each_child_and_stats_read_there);
+    tcase_add_test(tc, children_stop_when_the_master_is_killed);
     suite_add_tcase(s, tc);
     return s;
 }
