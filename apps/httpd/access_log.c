@@ -30,6 +30,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -354,6 +355,26 @@ static void *flusher_main(void *arg)
     return NULL;
 }
 
+/*
+ * Starts the flusher with every signal blocked: a process-directed signal
+ * (SIGHUP, SIGUSR1, SIGTERM) is delivered to any thread that does not block
+ * it, and the flusher must never be that thread, or the signal's default
+ * action (terminate) would end the server while its main thread, busy with
+ * the previous signal, is not waiting for it.
+ */
+static int start_flusher(struct access_log *l, const pthread_attr_t *attr)
+{
+    sigset_t all;
+    sigset_t old;
+    int err;
+
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    err = -pthread_create(&l->flusher, attr, flusher_main, l);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return err;
+}
+
 /* ------------------------------------------------------------------ fork */
 
 /* Before fork: no log lock may be held by another thread at the fork. */
@@ -468,7 +489,7 @@ int access_log_after_fork(struct access_log *l)
      * the same for its worker threads, with another size). */
     (void)pthread_attr_setstacksize(&attr, (9u << 20) + (64u << 10));
 #endif
-    err = -pthread_create(&l->flusher, &attr, flusher_main, l);
+    err = start_flusher(l, &attr);
     pthread_attr_destroy(&attr);
     if (err < 0)
         return err;
@@ -526,7 +547,7 @@ int access_log_open(struct access_log **out, const struct access_log_config *cfg
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&l->stop_cond, &ca);
     pthread_condattr_destroy(&ca);
-    err = -pthread_create(&l->flusher, NULL, flusher_main, l);
+    err = start_flusher(l, NULL);
     if (err < 0)
         goto out_close;
     l->flusher_running = true;

@@ -266,10 +266,18 @@ static int take_snapshot(const struct status *st, struct cr_server *srv, struct 
         return -ENOMEM;
     }
     sum_scoreboard(sn);
-    /* Server-wide: the model's count where it is the whole server's (thread
-     * models); the scoreboard's under process models, whose slots count
-     * what each worker process served (our own slots count only ours). */
-    sn->requests = sn->nboard > 0 ? sn->board_total.requests : sn->srv.requests;
+    /* Server-wide: the model's count (thread models). Under the process
+     * models our own slots count only this worker's; the scoreboard's slots
+     * count what each live worker served, and the model's count, kept in
+     * shared memory, also what exited workers (older generations) served,
+     * so it is the larger unless a model does not share it. */
+    sn->requests = sn->srv.requests;
+    if (sn->nboard > 0 && sn->board_total.requests > sn->requests)
+        sn->requests = sn->board_total.requests;
+    /* The page is rendered in a worker, whose copy of the model's process
+     * count may be the one it was forked with; the scoreboard is current. */
+    if (sn->nboard > 0)
+        sn->srv.processes = sn->nboard - sn->states[CR_WORKER_DEAD];
     return 0;
 }
 

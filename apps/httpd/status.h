@@ -13,8 +13,9 @@
  *
  * Process models (forking, prefork): the slots are per process (each worker
  * counts what it serves). The page then takes the server-wide request count
- * from the scoreboard's totals (thread models: cr_server_stats' requests)
- * and shows the scoreboard: a row per worker process (pid, generation,
+ * from cr_server_stats (shared memory; it includes exited workers) or the
+ * scoreboard's totals over the live workers, whichever is larger, and shows
+ * the scoreboard: a row per worker process (pid, generation,
  * state, busy threads, connections, requests, bytes, last request, busy
  * for), the totals, processes, generation, restarts and crashes.
  */
