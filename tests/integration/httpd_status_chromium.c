@@ -2,11 +2,16 @@
  * httpd_status_chromium.c (integration) - loads cabrank-httpd's status page
  * in headless Chromium (Debian's chromium package) under the lf model and
  * checks the DOM Chromium rendered: the title, the workers table with one
- * row per worker, and the roles (leader, follower, processing) shown in it.
+ * row per worker, and the roles (leader, follower, processing) shown in it;
+ * then, once cr_server_models() lists prefork, under prefork: the
+ * scoreboard table with a row per worker process, the one serving Chromium
+ * shown busy and another waiting (listening or idle).
  * Heavy, so it runs only in the release variant: it skips (77) under the
  * sanitizer builds (CR_BUILD_DIR ending in /asan or /tsan) and when
  * /usr/bin/chromium is missing. Exit 0 pass, 1 fail, 77 skip.
  */
+#include <cabrank/server.h>
+
 #include "httpd_client.h"
 
 #include <poll.h>
@@ -91,17 +96,86 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
+static bool has_model(const char *name)
+{
+    for (const char *const *m = cr_server_models(); *m != NULL; m++) {
+        if (strcmp(*m, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Serves root under args, loads the status page in Chromium into dom.
+ * 0, or -1 after a failed CHECK. */
+static int render(const char *root, const char *profile, const char *const *args, char *dom)
+{
+    struct hc_server s;
+    char url[128];
+    int err = 0;
+
+    if (hc_start(&s, root, args) < 0) {
+        CHECK(false, "%s: start", args[1]);
+        return -1;
+    }
+    /* Some traffic first, so counters and the histogram have something. */
+    for (int i = 0; i < 20; i++)
+        (void)hc_status(s.port, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+    snprintf(url, sizeof(url), "http://127.0.0.1:%u/server-status", s.port);
+    if (dump_dom(url, profile, dom, DOM_MAX) < 0) {
+        CHECK(false, "%s: chromium gave no DOM", args[1]);
+        err = -1;
+    }
+    CHECK(hc_stop(&s) == 0, "%s: graceful stop", args[1]);
+    return err;
+}
+
+static void check_lf(const char *root, const char *profile, char *dom)
+{
+    const char *const args[] = {"--model", "lf", "--threads", "4", NULL};
+    int rows;
+
+    if (render(root, profile, args, dom) < 0)
+        return;
+    rows = count(dom, "<tr><td>");
+    CHECK(strstr(dom, "<title>cabrank-httpd status</title>") != NULL, "title");
+    CHECK(strstr(dom, "id=\"workers\"") != NULL, "workers table");
+    CHECK(count(dom, "class=\"role ") >= 4, "role cells");
+    /* Chromium's own request is being processed while the other
+     * workers lead or follow. */
+    CHECK(strstr(dom, ">processing<") != NULL, "no worker shown processing");
+    CHECK(strstr(dom, ">leader<") != NULL || strstr(dom, ">follower<") != NULL,
+          "no worker shown leading or following");
+    CHECK(strstr(dom, "Model <b>lf</b>") != NULL, "model");
+    CHECK(rows >= 4, "%d rows", rows);
+}
+
+static void check_prefork(const char *root, const char *profile, char *dom)
+{
+    const char *const args[] = {"--model", "prefork", "--workers", "3", NULL};
+    const char *table;
+
+    if (render(root, profile, args, dom) < 0)
+        return;
+    table = strstr(dom, "id=\"scoreboard\"");
+    CHECK(strstr(dom, "Model <b>prefork</b>") != NULL, "prefork: model");
+    CHECK(table != NULL, "prefork: no scoreboard table");
+    if (table == NULL)
+        return;
+    /* A row per worker process, then the totals. */
+    CHECK(count(table, "<tr><td>") >= 3, "prefork: %d scoreboard rows", count(table, "<tr><td>"));
+    CHECK(strstr(table, ">busy<") != NULL, "prefork: the worker serving Chromium not shown busy");
+    CHECK(strstr(table, ">listening<") != NULL || strstr(table, ">idle<") != NULL,
+          "prefork: no worker shown waiting");
+    CHECK(strstr(table, "total (") != NULL, "prefork: no totals row");
+}
+
 int main(void)
 {
     const char *build = getenv("CR_BUILD_DIR");
-    const char *const args[] = {"--model", "lf", "--threads", "4", NULL};
     char dir[256];
     char root[300];
     char profile[300];
-    char url[128];
     char *dom;
-    struct hc_server s;
-    int rows;
     int rc = 1;
 
     if (hc_is_sanitized()) {
@@ -122,30 +196,11 @@ int main(void)
     if (mkdir(root, 0755) < 0 || mkdir(profile, 0700) < 0 ||
         hc_write_file(root, "index.html", "i\n", 2) < 0)
         goto out;
-    if (hc_start(&s, root, args) < 0)
-        goto out;
-    /* Some traffic first, so counters and the histogram have something. */
-    for (int i = 0; i < 20; i++)
-        (void)hc_status(s.port, "GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
-    snprintf(url, sizeof(url), "http://127.0.0.1:%u/server-status", s.port);
-    if (dump_dom(url, profile, dom, DOM_MAX) < 0) {
-        CHECK(false, "chromium gave no DOM");
-    } else {
-        rows = count(dom, "<tr><td>");
-        CHECK(strstr(dom, "<title>cabrank-httpd status</title>") != NULL, "title");
-        CHECK(strstr(dom, "id=\"workers\"") != NULL, "workers table");
-        CHECK(count(dom, "class=\"role ") >= 4, "role cells");
-        /* Chromium's own request is being processed while the other
-         * workers lead or follow. */
-        CHECK(strstr(dom, ">processing<") != NULL, "no worker shown processing");
-        CHECK(strstr(dom, ">leader<") != NULL || strstr(dom, ">follower<") != NULL,
-              "no worker shown leading or following");
-        CHECK(strstr(dom, "Model <b>lf</b>") != NULL, "model");
-        CHECK(rows >= 4, "%d rows", rows);
-        if (hc_failures != 0)
-            fprintf(stderr, "the DOM:\n%.4000s\n", dom);
-    }
-    CHECK(hc_stop(&s) == 0, "graceful stop");
+    check_lf(root, profile, dom);
+    if (has_model("prefork"))
+        check_prefork(root, profile, dom);
+    if (hc_failures != 0)
+        fprintf(stderr, "the DOM:\n%.6000s\n", dom);
     if (hc_failures == 0) {
         fprintf(stderr, "httpd_status_chromium: ok\n");
         rc = 0;
