@@ -960,9 +960,11 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
     }
 }
 
+/* n restarts asked since the last look: one new generation of workers,
+ * numbered as if each had been done (generation and restarts agree). */
 static void do_restart(struct cr_model *m, unsigned n)
 {
-    m->generation++;
+    m->generation += n;
     __atomic_store_n(&m->cur_generation, m->generation, __ATOMIC_RELAXED);
     __atomic_fetch_add(&m->restarts, (uint64_t)n, __ATOMIC_RELAXED);
     CR_LOG(CR_LOG_INFO, "prefork: graceful restart: generation %u", m->generation);
