@@ -24,6 +24,7 @@
  * CK_TIMEOUT_MULTIPLIER (TSan); waits that expect nothing do not.
  */
 #include <cabrank/lf_pool.h>
+#include <cabrank/proactor.h>
 #include <cabrank/server.h>
 
 #include "../support/services.h"
@@ -46,6 +47,8 @@
 struct variant {
     const char *model;
     const char *promotion; /* lf only */
+    const char *dispatch;  /* proactor only */
+    const char *engine;    /* proactor only */
 };
 
 /* Filled by models_suite() before Check forks the tests. */
@@ -69,8 +72,13 @@ static int tmo(int ms)
     return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
 }
 
+/* A blocking handler leaves other connections served. Not under reactor,
+ * nor under a proactor whose connection may share the blocked thread: one
+ * dispatcher (single), or the ring its connection was accepted on. */
 static bool is_threaded(const struct fixture *f)
 {
+    if (f->v->dispatch != NULL && strcmp(f->v->dispatch, "lf") != 0)
+        return false;
     return strcmp(f->v->model, "reactor") != 0;
 }
 
@@ -96,6 +104,8 @@ static void set_defaults(const struct variant *v, struct cr_server_config *cfg)
 {
     cfg->model = v->model;
     cfg->promotion = v->promotion;
+    cfg->dispatch = v->dispatch;
+    cfg->async_engine = v->engine;
     cfg->listen[0] = "127.0.0.1:0";
     if (is_prefork(v)) {
         if (cfg->threads == 0)
@@ -1004,6 +1014,28 @@ static void add_variant(const char *model, const char *promotion)
         variants[nvariants++] = (struct variant){.model = model, .promotion = promotion};
 }
 
+/* proactor: every dispatcher over every engine that works here (io_uring
+ * may be missing: the emulated engine always works). */
+static void add_proactor_variants(const char *model)
+{
+    static const char *const dispatchers[] = {"single", "lf", "ring-per-thread"};
+    static const char *const engines[] = {"uring", "emulated"};
+
+    for (size_t e = 0; e < sizeof(engines) / sizeof(engines[0]); e++) {
+        struct cr_proactor_config pc = {.engine = engines[e], .threads = 1};
+        struct cr_proactor *p;
+
+        if (cr_proactor_create(&p, &pc) < 0)
+            continue;
+        cr_proactor_destroy(p);
+        for (size_t d = 0; d < sizeof(dispatchers) / sizeof(dispatchers[0]); d++) {
+            if (nvariants < MAX_VARIANTS)
+                variants[nvariants++] = (struct variant){
+                    .model = model, .dispatch = dispatchers[d], .engine = engines[e]};
+        }
+    }
+}
+
 static void add_loop(Suite *s, const char *name, const TTest *test)
 {
     TCase *tc = tcase_create(name);
@@ -1024,6 +1056,8 @@ Suite *models_suite(void)
         if (strcmp(*m, "lf") == 0) {
             for (const char *const *p = cr_lf_pool_promotions(); *p != NULL; p++)
                 add_variant(*m, *p);
+        } else if (strcmp(*m, "proactor") == 0) {
+            add_proactor_variants(*m);
         } else {
             add_variant(*m, NULL);
         }
