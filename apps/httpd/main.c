@@ -900,7 +900,10 @@ static void on_hup(struct cr_server *s, void *arg)
     CR_LOG(CR_LOG_INFO, "SIGHUP: re-read %s; applied: %s; needs a restart: %s%s", n->config,
            applied[0] != '\0' ? applied : "nothing changed",
            restart[0] != '\0' ? restart : "nothing",
-           app->process_model ? "; starting a new generation of workers" : "; logs reopened");
+           !app->process_model ? "; logs reopened"
+           : strcmp(app->first->server.model, "prefork") == 0
+               ? "; starting a new generation of workers"
+               : "; for the children forked from now on");
     if (o != app->first)
         free_options(o);
 }
