@@ -1,0 +1,188 @@
+/*
+ * report.h - the reporting half of cabrank-bench: the results CSV (one row per measured point,
+ * the interface between the driver that measures and the report that reads), the Markdown
+ * report (a table per workload, the winners, the papers' claims) and the SVG plots (p99
+ * latency against throughput, a line per series). The driver writes rows with
+ * bench_csv_write_row() as it measures them, then calls bench_report_write_dir() (or each
+ * writer) once at the end; the unit tests call the same functions. Single-threaded: every
+ * function runs on the caller's thread and keeps no state between calls.
+ *
+ * CSV header, exactly (BENCH_CSV_HEADER):
+ *   workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,
+ *   cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds
+ * workload  "http:<file>", "http-close:<file>", "line", "line-open", "interval:t_conn",
+ *           "interval:t_res1", "interval:t_res2" (interval rows: the percentiles are the
+ *           interval's, rps is 0)
+ * server    "cabrank", "nginx", "h2o", "lighttpd", "apache-event", "apache-prefork"
+ * config    cabrank's model and options ("lf:lifo", "hshr", "proactor:lf"...), "-" for peers
+ * numbers   decimal; an empty field is "not measured" (NAN in struct bench_row), except
+ *           concurrency and errors, which are always present.
+ * A series is (workload, server, config); its points vary concurrency or rate.
+ */
+#ifndef CABRANK_BENCH_REPORT_H
+#define CABRANK_BENCH_REPORT_H
+
+#include <cabrank/common.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BENCH_CSV_HEADER                                                                           \
+    "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,cpu_us_per_req,"     \
+    "ctxsw_per_req,peak_rss_kb,errors,seconds"
+
+/* Longest workload, server and config names (without the NUL); longer fields are an error. */
+#define BENCH_NAME_MAX 63
+
+/* One measured point. A double that was not measured is NAN (written as an empty field). */
+struct bench_row {
+    char workload[BENCH_NAME_MAX + 1];
+    char server[BENCH_NAME_MAX + 1];
+    char config[BENCH_NAME_MAX + 1];
+    unsigned concurrency; /* connections, 1..1024 */
+    double rate;          /* target req/s of an open loop, 0 for a closed loop */
+    double rps;
+    double p50_us;
+    double p90_us;
+    double p99_us;
+    double p999_us;
+    double cpu_us_per_req;
+    double ctxsw_per_req;
+    double peak_rss_kb;
+    uint64_t errors;
+    double seconds;
+};
+
+/* A growable array of rows, in the order they were added. Zero-initialised is empty. */
+struct bench_rows {
+    struct bench_row *v;
+    size_t len;
+    size_t cap;
+};
+
+/* Where a CSV was malformed: 1-based line, and what was wrong ("line 3: bad rps"). */
+struct bench_csv_error {
+    unsigned line;
+    char msg[160];
+};
+
+/* Frees the rows' storage and empties rows; NULL-safe. */
+void bench_rows_fini(struct bench_rows *rows);
+
+/* Appends a copy of *row. Returns 0 or -ENOMEM. */
+CR_MUST_CHECK int bench_rows_add(struct bench_rows *rows, const struct bench_row *row);
+
+/* A row with every number not measured (NAN), concurrency 1, rate 0, errors 0. */
+void bench_row_init(struct bench_row *row);
+
+/* Writes BENCH_CSV_HEADER and a newline. Returns 0 or -EIO. */
+CR_MUST_CHECK int bench_csv_write_header(FILE *f);
+
+/*
+ * Writes one row and a newline (fflush is the caller's). Names holding ',', '"' or a newline
+ * are quoted as RFC 4180. Returns 0, -EINVAL (an empty or over-long name) or -EIO.
+ */
+CR_MUST_CHECK int bench_csv_write_row(FILE *f, const struct bench_row *row);
+
+/*
+ * Parses a whole CSV text (buf[0..len), need not be NUL-terminated) into rows, appending. The
+ * first non-empty line must be the header; empty lines and a final line without a newline are
+ * accepted; RFC 4180 quoting is understood. On a malformed line returns -EBADMSG and, when err
+ * is not NULL, fills *err (rows then holds the rows before it); -ENOMEM when out of memory.
+ */
+CR_MUST_CHECK int bench_csv_parse(const char *buf, size_t len, struct bench_rows *rows,
+                                  struct bench_csv_error *err);
+
+/* Reads and parses the file at path as bench_csv_parse(); -errno when it cannot be read. */
+CR_MUST_CHECK int bench_csv_read_file(const char *path, struct bench_rows *rows,
+                                      struct bench_csv_error *err);
+
+/* Optional context printed at the top of the Markdown; NULL fields are left out. */
+struct bench_report_info {
+    const char *title;   /* default "cabrank-bench results" */
+    const char *date;    /* e.g. "2026-11-22 12:00 UTC" */
+    const char *machine; /* e.g. "2 x Intel Xeon ..., Linux 6.1" */
+    const char *command; /* the command line that produced the figures */
+};
+
+/* The winner of one workload (see bench_winner_find()). */
+struct bench_winner {
+    const char *workload; /* borrowed from the rows */
+    const struct bench_row *best;
+    const struct bench_row *runner_up; /* NULL when only one series competed */
+    double ratio;                      /* best over runner-up (>= 1), NAN without a runner-up */
+    bool lower_is_better;              /* interval workloads: p99 */
+};
+
+/*
+ * The winner of workload among rows: the series with the highest req/s at the highest
+ * concurrency measured in the workload (the best point of each series at that concurrency),
+ * or, for "interval:*" workloads, the lowest p99. ratio is winner's req/s over the runner-up's
+ * (runner-up's p99 over the winner's for intervals). Returns 0, or -ENOENT when no series has
+ * a measured value there. Pointers borrow rows.
+ */
+CR_MUST_CHECK int bench_winner_find(const struct bench_rows *rows, const char *workload,
+                                    struct bench_winner *out);
+
+enum bench_verdict {
+    BENCH_NOT_MEASURED = 0,
+    BENCH_HELD,
+    BENCH_NOT_HELD,
+};
+
+/* Text of a verdict: "held", "did not hold", "not measured". */
+const char *bench_verdict_name(enum bench_verdict v);
+
+/* One of the papers' claims, checked against the rows. */
+struct bench_claim {
+    const char *claim;  /* static text of the claim */
+    const char *metric; /* static: what the ratio compares, e.g. "p50 hshr / lf" */
+    double ratio;       /* > 1 means the claim's direction; NAN when not measured */
+    enum bench_verdict verdict;
+    char where[96]; /* the workload and concurrency the ratio came from, or why not measured */
+};
+
+/* Number of claims bench_claims_eval() fills. */
+#define BENCH_CLAIMS 6
+
+/*
+ * Checks the papers' claims (L/F vs HS/HR latency at low load and throughput at high load,
+ * LIFO vs FIFO promotion, forking vs prefork t_conn and t_res1, proactor vs L/F) against rows
+ * (cabrank rows only); fills out[0..BENCH_CLAIMS). A claim whose rows are missing is
+ * BENCH_NOT_MEASURED.
+ */
+void bench_claims_eval(const struct bench_rows *rows, struct bench_claim out[BENCH_CLAIMS]);
+
+/*
+ * Writes the Markdown report: the info header, one table per workload (in order of first
+ * appearance; rows sorted by series, then concurrency, then rate), the winners, the claims
+ * table. info may be NULL. Returns 0, -ENOMEM or -EIO.
+ */
+CR_MUST_CHECK int bench_report_markdown(FILE *f, const struct bench_rows *rows,
+                                        const struct bench_report_info *info);
+
+/*
+ * Writes an SVG plot of workload: p99 latency (y, µs; log scale when the range is wide)
+ * against req/s (x; for interval workloads, p99 against concurrency), a line with markers per
+ * series, axes with ticks and labels, title, legend. Returns 0, -ENOENT (no row of workload),
+ * -ENOMEM or -EIO.
+ */
+CR_MUST_CHECK int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload);
+
+/*
+ * The plot's file name for workload: "plot-<workload>.svg" with every byte outside
+ * [A-Za-z0-9._-] replaced by '-' ("http:hello.txt" gives "plot-http-hello.txt.svg").
+ * Returns 0 or -ENAMETOOLONG when it does not fit in cap bytes.
+ */
+CR_MUST_CHECK int bench_plot_filename(const char *workload, char *out, size_t cap);
+
+/*
+ * Writes dir/results.md and dir/plot-<workload>.svg for every workload in rows (dir must
+ * exist; results.csv is the driver's). Returns 0 or the first error (-errno).
+ */
+CR_MUST_CHECK int bench_report_write_dir(const char *dir, const struct bench_rows *rows,
+                                         const struct bench_report_info *info);
+
+#endif /* CABRANK_BENCH_REPORT_H */
