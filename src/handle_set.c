@@ -42,6 +42,11 @@ void cr_handle_set_close(struct cr_handle_set *hs)
         hs->ops->close(hs);
 }
 
+unsigned cr__handle_set_fds(const struct cr_handle_set *hs, int *fds)
+{
+    return hs->ops->fds(hs, fds);
+}
+
 const char *cr_handle_set_name(const struct cr_handle_set *hs)
 {
     return hs->ops->name;

@@ -186,6 +186,15 @@ static void epoll_set_wake(struct cr_handle_set *hs)
         return;
 }
 
+static unsigned epoll_set_fds(const struct cr_handle_set *hs, int *fds)
+{
+    const struct epoll_set *s = (const struct epoll_set *)hs;
+
+    fds[0] = s->epfd;
+    fds[1] = s->wakefd;
+    return 2;
+}
+
 const struct cr_handle_set_ops cr__handle_set_epoll_ops = {
     .name = "epoll",
     .open = epoll_set_open,
@@ -195,4 +204,5 @@ const struct cr_handle_set_ops cr__handle_set_epoll_ops = {
     .remove = epoll_set_remove,
     .wait = epoll_set_wait,
     .wake = epoll_set_wake,
+    .fds = epoll_set_fds,
 };

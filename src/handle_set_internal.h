@@ -20,7 +20,16 @@ struct cr_handle_set_ops {
     /* Returns events filled, 0 on timeout or wake-up, -errno. EINTR retried. */
     int (*wait)(struct cr_handle_set *hs, struct cr_handle_event *evs, int max, int timeout_ms);
     void (*wake)(struct cr_handle_set *hs);
+    /* The descriptors the set itself owns (epoll instance, wake-up eventfd)
+     * into fds (room for CR__HANDLE_SET_MAX_FDS); returns how many. */
+    unsigned (*fds)(const struct cr_handle_set *hs, int *fds);
 };
+
+#define CR__HANDLE_SET_MAX_FDS 2
+
+/* cr_handle_set's own descriptors (ops->fds), for a forked child of a
+ * process model to close what it inherited and does not use. */
+unsigned cr__handle_set_fds(const struct cr_handle_set *hs, int *fds);
 
 /* Every backend's set starts with this. */
 struct cr_handle_set {

@@ -179,4 +179,5 @@ const struct cr_handle_set_ops cr__handle_set_select_ops = {
     .remove = cr__hs_table_remove,
     .wait = cr__hs_table_wait,
     .wake = cr__hs_table_wake,
+    .fds = cr__hs_table_fds,
 };

@@ -144,6 +144,14 @@ out_free:
     return err;
 }
 
+unsigned cr__hs_table_fds(const struct cr_handle_set *hs, int *fds)
+{
+    const struct cr_hs_table *t = (const struct cr_hs_table *)hs;
+
+    fds[0] = t->wakefd;
+    return 1;
+}
+
 void cr__hs_table_close(struct cr_handle_set *hs)
 {
     struct cr_hs_table *t = (struct cr_hs_table *)hs;

@@ -105,6 +105,7 @@ CR_MUST_CHECK int cr__hs_table_open(struct cr_handle_set **out, size_t size,
 /* Closes the eventfd and frees the table and the struct around it. A backend
  * frees what it allocated itself first. No thread may be waiting. */
 void cr__hs_table_close(struct cr_handle_set *hs);
+unsigned cr__hs_table_fds(const struct cr_handle_set *hs, int *fds);
 
 /*
  * The cr_handle_set_ops add/modify/remove/wait/wake of a table backend, with

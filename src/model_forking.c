@@ -51,6 +51,7 @@
 #include "model_internal.h"
 #include "os/sync_internal.h"
 #include "proc_internal.h"
+#include "reactor_internal.h"
 #include "scoreboard_internal.h"
 
 #include <arpa/inet.h>
@@ -71,7 +72,6 @@
  * long (a service handler blocked outside the driver's poll). */
 #define KILL_AFTER_MS 5000
 /* Most descriptors a reactor opens (epoll + eventfd, signalfd...). */
-#define MAX_REACTOR_FDS 8
 
 /* One child process; the table's index is its scoreboard slot. */
 struct child {
@@ -106,7 +106,7 @@ struct cr_model {
     struct cr_model_env env;
     unsigned cap;
     struct cr_reactor *r;
-    int reactor_fds[MAX_REACTOR_FDS];
+    int reactor_fds[CR__REACTOR_MAX_FDS];
     unsigned nreactor_fds;
     struct cr__scoreboard *sb;             /* cap slots, shared */
     struct forking_shared *shared;         /* shared */
@@ -561,96 +561,17 @@ static void *manager_main(void *arg)
     return NULL;
 }
 
-/* ------------------------------------------------------- reactor's fds */
-
-/* A kind of descriptor a reactor opens (anon inodes: epoll, eventfd...). */
-static bool is_reactor_kind(int fd)
-{
-    static const char *const kinds[] = {"anon_inode:[eventpoll]", "anon_inode:[eventfd]",
-                                        "anon_inode:[signalfd]", "anon_inode:[timerfd]",
-                                        "anon_inode:[io_uring]"};
-    char path[64];
-    char target[64];
-    ssize_t len;
-
-    snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    len = readlink(path, target, sizeof(target) - 1);
-    if (len < 0)
-        return false;
-    target[len] = '\0';
-    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
-        if (strcmp(target, kinds[i]) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* This process's open descriptors of a reactor's kind into fds (at most
- * max). Their number, or -EMFILE beyond max, -errno. */
-static int list_reactor_fds(int *fds, unsigned max)
-{
-    DIR *d = opendir("/proc/self/fd");
-    struct dirent *e;
-    int n = 0;
-
-    if (d == NULL)
-        return -errno;
-    while ((e = readdir(d)) != NULL) {
-        int fd = atoi(e->d_name);
-
-        if (e->d_name[0] == '.' || fd == dirfd(d) || !is_reactor_kind(fd))
-            continue;
-        if ((unsigned)n == max) {
-            n = -EMFILE;
-            break;
-        }
-        fds[n++] = fd;
-    }
-    closedir(d);
-    return n;
-}
-
-static bool is_in(const int *fds, int n, int fd)
-{
-    for (int i = 0; i < n; i++) {
-        if (fds[i] == fd)
-            return true;
-    }
-    return false;
-}
-
-/*
- * Creates the reactor and records the descriptors it opened, for the
- * children to close: the reactor does not expose them, so they are the
- * descriptors that appeared across cr_reactor_create and are of a reactor's
- * kind (another thread opening an epoll or eventfd in that very window is
- * the one way to get it wrong).
- */
+/* Creates the reactor and records its descriptors, for the children to
+ * close (reactor_internal.h). */
 static int create_reactor(struct cr_model *m)
 {
     struct cr_reactor_config rcfg = {.backend = m->env.cfg->backend, .batch = 0};
-    int before[256];
-    int after[256];
-    int nb;
-    int na;
     int err;
 
-    nb = list_reactor_fds(before, 256);
-    if (nb < 0)
-        return nb;
     err = cr_reactor_create(&m->r, &rcfg);
     if (err < 0)
         return err;
-    na = list_reactor_fds(after, 256);
-    if (na < 0)
-        return na;
-    for (int i = 0; i < na; i++) {
-        if (is_in(before, nb, after[i]))
-            continue;
-        if (m->nreactor_fds == MAX_REACTOR_FDS)
-            return -EMFILE;
-        m->reactor_fds[m->nreactor_fds++] = after[i];
-    }
+    m->nreactor_fds = cr__reactor_fds(m->r, m->reactor_fds);
     return 0;
 }
 

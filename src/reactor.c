@@ -27,7 +27,9 @@
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
+#include "handle_set_internal.h"
 #include "os/sync_internal.h"
+#include "reactor_internal.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -318,6 +320,15 @@ void cr_reactor_destroy(struct cr_reactor *r)
     free(r->heap);
     free(r->pending);
     free(r);
+}
+
+unsigned cr__reactor_fds(const struct cr_reactor *r, int *fds)
+{
+    unsigned n = cr__handle_set_fds(r->hs, fds);
+
+    if (r->sigfd >= 0)
+        fds[n++] = r->sigfd;
+    return n;
 }
 
 const char *cr_reactor_backend(const struct cr_reactor *r)

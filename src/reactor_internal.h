@@ -1,0 +1,21 @@
+/*
+ * reactor_internal.h - what the process models need of a cr_reactor beyond
+ * reactor.h: the descriptors it owns, so that a child forked from the
+ * manager thread closes exactly them (and not by guessing from
+ * /proc/self/fd) without freeing the reactor, whose locks and memory belong
+ * to the parent's threads. Library-internal.
+ */
+#ifndef CABRANK_REACTOR_INTERNAL_H
+#define CABRANK_REACTOR_INTERNAL_H
+
+#include <cabrank/reactor.h>
+
+/* Room cr__reactor_fds needs: the handle set's, and the signalfd. */
+#define CR__REACTOR_MAX_FDS 3
+
+/* Copies the reactor's own descriptors into fds; returns how many. Any
+ * thread (they do not change after create, except the signalfd, which
+ * appears with the first signal: call after the reactor is set up). */
+unsigned cr__reactor_fds(const struct cr_reactor *r, int *fds);
+
+#endif /* CABRANK_REACTOR_INTERNAL_H */
