@@ -284,7 +284,8 @@ static int count_children(void)
     return n;
 }
 
-static void fx_start(struct fixture *f, struct cr_server_config cfg)
+static void fx_start_svc(struct fixture *f, struct cr_server_config cfg,
+                         const struct cr_service *svc)
 {
     char addr[64];
     char *colon;
@@ -299,12 +300,17 @@ static void fx_start(struct fixture *f, struct cr_server_config cfg)
     list_shm(f->shm_before, sizeof(f->shm_before));
     cfg.model = "prefork";
     cfg.listen[0] = "127.0.0.1:0";
-    ck_assert_int_eq(cr_server_create(&f->s, &cfg, &pid_svc), 0);
+    ck_assert_int_eq(cr_server_create(&f->s, &cfg, svc), 0);
     ck_assert_int_eq(cr_server_address(f->s, 0, addr, sizeof(addr)), 0);
     colon = strrchr(addr, ':');
     ck_assert_ptr_nonnull(colon);
     f->port = (uint16_t)atoi(colon + 1);
     ck_assert_int_eq(cr_server_start(f->s), 0);
+}
+
+static void fx_start(struct fixture *f, struct cr_server_config cfg)
+{
+    fx_start_svc(f, cfg, &pid_svc);
 }
 
 /* Stops (graceful or not), waits, destroys, and checks that nothing is
@@ -792,6 +798,34 @@ START_TEST(reports_busy_worker_and_stops_immediately)
 }
 END_TEST
 
+static int failing_init(void *ctx)
+{
+    CR_UNUSED(ctx);
+    return -EIO;
+}
+
+/* A process_init that always fails: each worker exits at once and counts
+ * as a crash, and the manager replaces them at its tick's pace, not in a
+ * fork loop. */
+START_TEST(failing_process_init_is_not_a_fork_loop)
+{
+    struct cr_server_config cfg = {.workers = 2, .threads = 1};
+    struct cr_service svc = pid_svc;
+    struct cr_server_stats st;
+    struct fixture f;
+
+    svc.process_init = failing_init;
+    svc.process_exit = NULL;
+    fx_start_svc(&f, cfg, &svc);
+    usleep(2500000);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_ge(st.crashes, 2);
+    /* 2 at start, then at most workers (2) a tick. */
+    ck_assert_uint_le(st.crashes, 12);
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
 Suite *prefork_suite(void);
 Suite *prefork_suite(void)
 {
@@ -807,6 +841,7 @@ Suite *prefork_suite(void)
     tcase_add_test(tc, spares_follow_load);
     tcase_add_test(tc, max_requests_retires_workers);
     tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
+    tcase_add_test(tc, failing_process_init_is_not_a_fork_loop);
     suite_add_tcase(s, tc);
     return s;
 }
