@@ -234,7 +234,7 @@ static void publish_state(struct wproc *w)
     cr_mutex_assert_held(&w->lock);
     if (s == NULL)
         return;
-    if (w->stopping)
+    if (w->stopping || stop_level(w) != 0)
         st = CR_WORKER_STOPPING;
     else if (w->leading)
         st = CR_WORKER_LISTENING;
@@ -690,6 +690,11 @@ static void tell(struct proc *p, int how)
         s = cr__scoreboard_slot(p->m->sb, (unsigned)p->slot);
         /* Relaxed: the worker polls it (scoreboard_internal.h). */
         __atomic_store_n(&s->stop, how, __ATOMIC_RELAXED);
+        /* STOPPING at once, though the worker writes its state: one busy
+         * in a long request would not say so before it is done, and only
+         * STOPPING slots can be evicted for a new generation. The worker
+         * publishes STOPPING too from now on (it reads stop first). */
+        __atomic_store_n(&s->state, (int)CR_WORKER_STOPPING, __ATOMIC_RELAXED);
     }
     /* Through the pidfd: the pid cannot have been reused, it is not reaped. */
     if (pidfd_send_signal(p->pidfd, how == CR__CONN_STOP_NOW ? SIGQUIT : SIGTERM, NULL, 0) < 0 &&

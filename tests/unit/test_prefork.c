@@ -50,7 +50,7 @@ static int tmo(int ms)
 
 /* ------------------------------------------------------------ the service */
 
-/* "<anything>\n" -> "<pid>\n"; "sleep <ms>\n" sleeps first; "close\n" then
+/* "<anything>\n" -> "<pid>\n"; "sleep <ms>\n" sleeps first (signals or not); "close\n" then
  * closes. One cr_conn_request_done per line. */
 static ssize_t pid_input(void *ctx, void *state, struct cr_conn *c, const char *data, size_t len)
 {
@@ -69,7 +69,11 @@ static ssize_t pid_input(void *ctx, void *state, struct cr_conn *c, const char *
 
         for (size_t i = 6; i < n && data[i] >= '0' && data[i] <= '9'; i++)
             ms = ms * 10 + (unsigned)(data[i] - '0');
-        usleep((useconds_t)(ms < 10000 ? ms : 10000) * 1000);
+        uint64_t end = cr_test_now_ms() + (ms < 10000 ? ms : 10000);
+
+        /* A signal (the worker told to stop) must not cut it short. */
+        while (cr_test_now_ms() < end)
+            usleep(10000);
     }
     k = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
     if (cr_conn_write(c, buf, (size_t)k) < 0)
@@ -798,6 +802,44 @@ START_TEST(reports_busy_worker_and_stops_immediately)
 }
 END_TEST
 
+/* Ten restarts while every old worker is busy on a long request: the old
+ * generations outnumber the scoreboard (4 * max_workers + 4 = 8 slots), so
+ * the oldest stopping workers are evicted from their slots, yet each new
+ * generation starts and every long request is answered. */
+START_TEST(restarts_never_wait_for_a_slot)
+{
+    struct cr_server_config cfg = {.workers = 1, .max_workers = 1, .threads = 1};
+    struct cr_server_stats st;
+    struct fixture f;
+    int fds[10];
+    unsigned peak = 0;
+
+    fx_start(&f, cfg);
+    for (int i = 0; i < 10; i++) {
+        ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+        fds[i] = cr_test_connect(f.port);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_int_eq(cr_test_write_all(fds[i], "sleep 3000\n", 11), 0);
+        ck_assert(wait_state(&f, CR_WORKER_BUSY, 1, tmo(5000)));
+        ck_assert_int_eq(cr_server_restart(f.s), 0);
+        peak = processes(&f) > peak ? processes(&f) : peak;
+        ck_assert_uint_le(cr_server_scoreboard(f.s, NULL, 0), 8);
+    }
+    ck_assert_uint_ge(peak, 9);
+    for (int i = 0; i < 10; i++) {
+        char buf[64];
+
+        ck_assert_int_gt(read_line(fds[i], buf, sizeof(buf), tmo(10000)), 0);
+        hangup(fds[i]);
+    }
+    ck_assert(only_generation(&f, 11, tmo(5000)));
+    ck_assert_int_gt(request_once(f.port, "last\n", tmo(5000)), 0);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.crashes, 0);
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
 static int failing_init(void *ctx)
 {
     CR_UNUSED(ctx);
@@ -842,6 +884,7 @@ Suite *prefork_suite(void)
     tcase_add_test(tc, max_requests_retires_workers);
     tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
     tcase_add_test(tc, failing_process_init_is_not_a_fork_loop);
+    tcase_add_test(tc, restarts_never_wait_for_a_slot);
     suite_add_tcase(s, tc);
     return s;
 }
