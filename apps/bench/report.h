@@ -140,6 +140,7 @@ struct bench_claim {
     const char *claim;  /* static text of the claim */
     const char *metric; /* static: what the ratio compares, e.g. "p50 hshr / lf" */
     double ratio;       /* > 1 means the claim's direction; NAN when not measured */
+    double threshold;   /* held when ratio >= threshold (1.25: "at most 0.8x") */
     enum bench_verdict verdict;
     char where[96]; /* the workload and concurrency the ratio came from, or why not measured */
 };

@@ -1,0 +1,351 @@
+/*
+ * plot_svg.c - the SVG plots of cabrank-bench, written by hand (no plotting library): per
+ * workload, p99 latency (y) against throughput (x), one polyline with markers per series in
+ * the order of its load (concurrency, then rate), so a curve bends back where a server
+ * saturates. Interval workloads have no throughput: their x is the concurrency. The y axis is
+ * logarithmic when the latencies span more than WIDE_RANGE. Text is XML-escaped and ASCII only
+ * (other bytes become '?'), so any row gives a well-formed document. Called by
+ * bench_report_write_dir() and the unit tests; single-threaded, no state.
+ */
+#include "report_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Canvas and plot area, in SVG user units (pixels). */
+#define WIDTH    860
+#define HEIGHT   500
+#define LEFT     80
+#define RIGHT    260 /* room for the legend */
+#define TOP      50
+#define BOTTOM   60
+#define PLOT_W   (WIDTH - LEFT - RIGHT)
+#define PLOT_H   (HEIGHT - TOP - BOTTOM)
+#define LEGEND_X (WIDTH - RIGHT + 20)
+
+/* Latencies spanning more than this factor get a logarithmic axis. */
+#define WIDE_RANGE 20.0
+
+/* Colour-blind-safe palette (Okabe-Ito, then Tableau); markers cycle at another period. */
+static const char *const colors[] = {
+    "#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00",
+    "#56b4e9", "#000000", "#8c564b", "#7f7f7f", "#bcbd22",
+};
+#define NCOLORS  (sizeof(colors) / sizeof(colors[0]))
+#define NMARKERS 4
+
+struct axis {
+    double min;
+    double max;
+    bool log;
+};
+
+/* Writes s as XML character data or attribute value: escaped, ASCII, no control bytes. */
+static void put_xml(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        switch (c) {
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
+        default:
+            fputc(c < 0x20 || c >= 0x7f ? (c < 0x20 ? ' ' : '?') : c, f);
+        }
+    }
+}
+
+static double x_of(const struct bench_row *r, bool interval)
+{
+    return interval ? (double)r->concurrency : r->rps;
+}
+
+static bool is_plottable(const struct bench_row *r, bool interval)
+{
+    double x = x_of(r, interval);
+
+    return !isnan(x) && isfinite(x) && x >= 0 && !isnan(r->p99_us) && isfinite(r->p99_us) &&
+           r->p99_us > 0;
+}
+
+/* A round step giving about n ticks over span (1, 2 or 5 times a power of ten). */
+static double nice_step(double span, int n)
+{
+    double raw = span / n;
+    double mag = pow(10, floor(log10(raw)));
+    double norm = raw / mag;
+
+    if (norm < 1.5)
+        return mag;
+    if (norm < 3)
+        return 2 * mag;
+    if (norm < 7)
+        return 5 * mag;
+    return 10 * mag;
+}
+
+/* A linear axis from 0 to a round value above max. */
+static void linear_axis(struct axis *a, double max)
+{
+    double step;
+
+    a->log = false;
+    a->min = 0;
+    if (!(max > 0))
+        max = 1;
+    step = nice_step(max * 1.05, 5);
+    a->max = ceil(max * 1.05 / step) * step;
+}
+
+static double scale(const struct axis *a, double v, double len)
+{
+    if (a->log) {
+        double lo = log10(a->min);
+        double hi = log10(a->max);
+
+        return (log10(v) - lo) / (hi - lo) * len;
+    }
+    return (v - a->min) / (a->max - a->min) * len;
+}
+
+static double px(const struct axis *a, double v)
+{
+    return LEFT + scale(a, v, PLOT_W);
+}
+
+static double py(const struct axis *a, double v)
+{
+    return TOP + PLOT_H - scale(a, v, PLOT_H);
+}
+
+/* A tick label: 2.5M, 150k, 40, 0.5. */
+static void put_tick_label(FILE *f, double v)
+{
+    if (v >= 1e6)
+        fprintf(f, "%gM", v / 1e6);
+    else if (v >= 1e3)
+        fprintf(f, "%gk", v / 1e3);
+    else
+        fprintf(f, "%g", v);
+}
+
+static void put_x_axis(FILE *f, const struct axis *a, bool interval)
+{
+    double step = nice_step(a->max - a->min, 6);
+
+    for (double v = a->min; v <= a->max + step / 2; v += step) {
+        double x = px(a, v);
+
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n"
+                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>\n"
+                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">",
+                x, TOP, x, TOP + PLOT_H, x, TOP + PLOT_H, x, TOP + PLOT_H + 5, x,
+                TOP + PLOT_H + 20);
+        put_tick_label(f, v);
+        fputs("</text>\n", f);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", LEFT + PLOT_W / 2,
+            HEIGHT - 15, interval ? "concurrency (connections)" : "throughput (req/s)");
+}
+
+static void put_y_tick(FILE *f, const struct axis *a, double v)
+{
+    double y = py(a, v);
+
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n"
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000\"/>\n"
+            "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">",
+            LEFT, y, LEFT + PLOT_W, y, LEFT - 5, y, LEFT, y, LEFT - 8, y + 4);
+    put_tick_label(f, v);
+    fputs("</text>\n", f);
+}
+
+static void put_y_axis(FILE *f, const struct axis *a)
+{
+    if (a->log) {
+        for (double v = a->min; v <= a->max * 1.001; v *= 10)
+            put_y_tick(f, a, v);
+    } else {
+        double step = nice_step(a->max - a->min, 5);
+
+        for (double v = a->min; v <= a->max + step / 2; v += step)
+            put_y_tick(f, a, v);
+    }
+    fprintf(f,
+            "<text transform=\"translate(20 %d) rotate(-90)\" text-anchor=\"middle\">p99 latency "
+            "(&#181;s%s)</text>\n",
+            TOP + PLOT_H / 2, a->log ? ", log scale" : "");
+}
+
+/* Marker k (circle, square, triangle, diamond) of colour c centred on (x, y). */
+static void put_marker(FILE *f, size_t k, const char *c, double x, double y)
+{
+    switch (k % NMARKERS) {
+    case 0:
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"%s\"/>\n", x, y, c);
+        break;
+    case 1:
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"8\" height=\"8\" fill=\"%s\"/>\n", x - 4,
+                y - 4, c);
+        break;
+    case 2:
+        fprintf(f, "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"/>\n", x, y - 5,
+                x + 5, y + 4, x - 5, y + 4, c);
+        break;
+    default:
+        fprintf(f, "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"/>\n", x,
+                y - 5, x + 5, y, x, y + 5, x - 5, y, c);
+    }
+}
+
+/* Draws the series v[0..n) (one series, in load order) and its legend entry number k. */
+static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size_t k,
+                       const struct axis *ax, const struct axis *ay, bool interval)
+{
+    const char *c = colors[k % NCOLORS];
+    size_t marker = k + k / NCOLORS; /* a colour's second use gets another marker */
+    char label[2 * BENCH_NAME_MAX + 2];
+    double ly = TOP + 10 + (double)k * 18;
+    size_t shown = 0;
+
+    fprintf(f,
+            "<g class=\"series\">\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
+            "points=\"",
+            c);
+    for (size_t i = 0; i < n; i++) {
+        if (!is_plottable(v[i], interval))
+            continue;
+        fprintf(f, "%s%.1f,%.1f", shown++ ? " " : "", px(ax, x_of(v[i], interval)),
+                py(ay, v[i]->p99_us));
+    }
+    fputs("\"/>\n", f);
+    for (size_t i = 0; i < n; i++)
+        if (is_plottable(v[i], interval))
+            put_marker(f, marker, c, px(ax, x_of(v[i], interval)), py(ay, v[i]->p99_us));
+    /* The legend: a swatch with the series' marker, then its name. */
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"2\"/>\n",
+            LEGEND_X, ly, LEGEND_X + 24, ly, c);
+    put_marker(f, marker, c, LEGEND_X + 12, ly);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\">", LEGEND_X + 32, ly + 4);
+    bench__series_label(v[0], label, sizeof(label));
+    put_xml(f, label);
+    if (shown == 0)
+        fputs(" (no points)", f);
+    fputs("</text>\n</g>\n", f);
+}
+
+int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
+{
+    bool interval = bench__is_interval(workload);
+    const struct bench_row **v;
+    struct axis ax;
+    struct axis ay;
+    double xmax = 0;
+    double ymin = INFINITY;
+    double ymax = 0;
+    size_t n;
+    size_t k = 0;
+    size_t nseries = 0;
+    int height = HEIGHT;
+    int err;
+
+    err = bench__workload_rows(rows, workload, &v, &n);
+    if (err < 0)
+        return err;
+    if (n == 0) {
+        free(v);
+        return -ENOENT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (i == 0 || !bench__same_series(v[i - 1], v[i]))
+            nseries++;
+        if (!is_plottable(v[i], interval))
+            continue;
+        xmax = fmax(xmax, x_of(v[i], interval));
+        ymin = fmin(ymin, v[i]->p99_us);
+        ymax = fmax(ymax, v[i]->p99_us);
+    }
+    /* A long legend makes the canvas taller, never the plot. */
+    if (nseries > (HEIGHT - TOP - 20) / 18)
+        height = TOP + 20 + (int)nseries * 18;
+    linear_axis(&ax, xmax);
+    if (ymax > 0 && ymax / ymin > WIDE_RANGE) {
+        ay.log = true;
+        ay.min = pow(10, floor(log10(ymin)));
+        ay.max = pow(10, ceil(log10(ymax)));
+        if (ay.max <= ay.min)
+            ay.max = ay.min * 10;
+    } else {
+        linear_axis(&ay, ymax);
+    }
+
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "
+            "font-weight=\"bold\">",
+            WIDTH, height, WIDTH, height, WIDTH, height, LEFT + PLOT_W / 2);
+    put_xml(f, workload);
+    fprintf(f, ": p99 latency vs %s</text>\n", interval ? "concurrency" : "throughput");
+    put_x_axis(f, &ax, interval);
+    put_y_axis(f, &ay);
+    fprintf(f,
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#000\"/>\n",
+            LEFT, TOP, PLOT_W, PLOT_H);
+    for (size_t i = 0; i < n; k++) {
+        size_t j = i;
+
+        while (j < n && bench__same_series(v[i], v[j]))
+            j++;
+        put_series(f, v + i, j - i, k, &ax, &ay, interval);
+        i = j;
+    }
+    if (ymax == 0)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no measured points</text>\n",
+                LEFT + PLOT_W / 2, TOP + PLOT_H / 2);
+    fputs("</svg>\n", f);
+    free(v);
+    return ferror(f) ? -EIO : 0;
+}
+
+int bench_plot_filename(const char *workload, char *out, size_t cap)
+{
+    size_t n = strlen(workload);
+    size_t o = 0;
+
+    if (cap < n + sizeof("plot-.svg"))
+        return -ENAMETOOLONG;
+    memcpy(out, "plot-", 5);
+    o = 5;
+    for (size_t i = 0; i < n; i++) {
+        char c = workload[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+
+        out[o++] = ok ? c : '-';
+    }
+    memcpy(out + o, ".svg", 5);
+    return 0;
+}

@@ -1,0 +1,473 @@
+/*
+ * report_md.c - the Markdown report of cabrank-bench (results.md): a table per workload with
+ * every series' points, the winner of each workload with its ratio to the runner-up, and the
+ * papers' claims (claims.c). Also the grouping helpers the plots and claims share
+ * (report_internal.h) and bench_report_write_dir(). Called once by the driver at the end of a
+ * run, and by the unit tests; single-threaded; allocates only temporary arrays of pointers.
+ */
+#include "report_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool bench__is_interval(const char *workload)
+{
+    return strncmp(workload, "interval:", 9) == 0;
+}
+
+bool bench__same_series(const struct bench_row *a, const struct bench_row *b)
+{
+    return strcmp(a->workload, b->workload) == 0 && strcmp(a->server, b->server) == 0 &&
+           strcmp(a->config, b->config) == 0;
+}
+
+void bench__series_label(const struct bench_row *r, char *out, size_t cap)
+{
+    if (strcmp(r->config, "-") == 0 || r->config[0] == '\0')
+        snprintf(out, cap, "%s", r->server);
+    else
+        snprintf(out, cap, "%s %s", r->server, r->config);
+}
+
+int bench__workloads(const struct bench_rows *rows, const char ***out, size_t *n)
+{
+    const char **v = NULL;
+    size_t len = 0;
+
+    if (rows->len > 0) {
+        v = malloc(rows->len * sizeof(*v));
+        if (v == NULL)
+            return -ENOMEM;
+    }
+    for (size_t i = 0; i < rows->len; i++) {
+        size_t j = 0;
+
+        while (j < len && strcmp(v[j], rows->v[i].workload) != 0)
+            j++;
+        if (j == len)
+            v[len++] = rows->v[i].workload;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+/* A row of one workload with the rank of its series, for sorting. */
+struct ranked {
+    const struct bench_row *row;
+    size_t series; /* rank of the series' first appearance */
+    size_t index;  /* position in the rows: keeps the sort stable */
+};
+
+static int compare_ranked(const void *pa, const void *pb)
+{
+    const struct ranked *a = pa;
+    const struct ranked *b = pb;
+
+    if (a->series != b->series)
+        return a->series < b->series ? -1 : 1;
+    if (a->row->concurrency != b->row->concurrency)
+        return a->row->concurrency < b->row->concurrency ? -1 : 1;
+    if (a->row->rate != b->row->rate)
+        return a->row->rate < b->row->rate ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+int bench__workload_rows(const struct bench_rows *rows, const char *workload,
+                         const struct bench_row ***out, size_t *n)
+{
+    struct ranked *rk = NULL;
+    const struct bench_row **v = NULL;
+    size_t len = 0;
+    size_t nseries = 0;
+
+    if (rows->len > 0) {
+        rk = malloc(rows->len * sizeof(*rk));
+        v = malloc(rows->len * sizeof(*v));
+        if (rk == NULL || v == NULL) {
+            free(rk);
+            free(v);
+            return -ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < rows->len; i++) {
+        const struct bench_row *r = &rows->v[i];
+        size_t j = 0;
+
+        if (strcmp(r->workload, workload) != 0)
+            continue;
+        while (j < len && !bench__same_series(rk[j].row, r))
+            j++;
+        rk[len].row = r;
+        rk[len].series = j < len ? rk[j].series : nseries++;
+        rk[len].index = i;
+        len++;
+    }
+    if (len > 0)
+        qsort(rk, len, sizeof(*rk), compare_ranked);
+    for (size_t i = 0; i < len; i++)
+        v[i] = rk[i].row;
+    free(rk);
+    *out = v;
+    *n = len;
+    return 0;
+}
+
+/* -------------------------------------------------------------------------------- winners */
+
+/* The value a workload is won on, NAN when the point did not measure it. */
+static double score(const struct bench_row *r, bool lower)
+{
+    double v = lower ? r->p99_us : r->rps;
+
+    if (isnan(v) || (!lower && v <= 0))
+        return NAN;
+    return v;
+}
+
+static bool is_better(double a, double b, bool lower)
+{
+    return lower ? a < b : a > b;
+}
+
+int bench_winner_find(const struct bench_rows *rows, const char *workload, struct bench_winner *out)
+{
+    bool lower = bench__is_interval(workload);
+    const struct bench_row **v;
+    const struct bench_row *best = NULL;
+    const struct bench_row *second = NULL;
+    unsigned top = 0;
+    size_t n;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    out->workload = workload;
+    out->ratio = NAN;
+    out->lower_is_better = lower;
+    err = bench__workload_rows(rows, workload, &v, &n);
+    if (err < 0)
+        return err;
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(score(v[i], lower)) && v[i]->concurrency > top)
+            top = v[i]->concurrency;
+    /* The rows are grouped by series: take each series' best point at the top concurrency. */
+    for (size_t i = 0; i < n;) {
+        const struct bench_row *pick = NULL;
+        size_t j = i;
+
+        for (; j < n && bench__same_series(v[i], v[j]); j++) {
+            double s = score(v[j], lower);
+
+            if (v[j]->concurrency != top || isnan(s))
+                continue;
+            if (pick == NULL || is_better(s, score(pick, lower), lower))
+                pick = v[j];
+        }
+        i = j;
+        if (pick == NULL)
+            continue;
+        if (best == NULL || is_better(score(pick, lower), score(best, lower), lower)) {
+            second = best;
+            best = pick;
+        } else if (second == NULL || is_better(score(pick, lower), score(second, lower), lower)) {
+            second = pick;
+        }
+    }
+    free(v);
+    if (best == NULL)
+        return -ENOENT;
+    out->workload = best->workload;
+    out->best = best;
+    out->runner_up = second;
+    if (second != NULL) {
+        double a = score(best, lower);
+        double b = score(second, lower);
+
+        out->ratio = lower ? (a > 0 ? b / a : NAN) : a / b;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------- markdown */
+
+/* Writes s escaped for a Markdown table cell (no HTML, no emphasis, no cell break). */
+static void put_text(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+
+        if (c == '<')
+            fputs("&lt;", f);
+        else if (c == '>')
+            fputs("&gt;", f);
+        else if (c == '&')
+            fputs("&amp;", f);
+        else if (c < 0x20 || c == 0x7f)
+            fputc(' ', f);
+        else if (strchr("\\`*[]|", c) != NULL)
+            fprintf(f, "\\%c", c);
+        else
+            fputc(c, f);
+    }
+}
+
+/* A number for a table cell: "-" when not measured, fewer decimals as it grows. */
+static void put_num(FILE *f, double v, int decimals)
+{
+    if (isnan(v)) {
+        fputs("-", f);
+        return;
+    }
+    if (decimals > 0 && v >= 1000)
+        decimals = 0;
+    fprintf(f, "%.*f", decimals, v);
+}
+
+static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool interval)
+{
+    fputs("| server | config | conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs "
+          "| CPU µs/req | ctxsw/req | peak RSS KiB | errors |\n",
+          f);
+    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+    for (size_t i = 0; i < n; i++) {
+        const struct bench_row *r = v[i];
+
+        fputs("| ", f);
+        put_text(f, r->server);
+        fputs(" | ", f);
+        put_text(f, r->config);
+        fprintf(f, " | %u | ", r->concurrency);
+        if (r->rate > 0)
+            put_num(f, r->rate, 0);
+        else
+            fputs("-", f);
+        fputs(" | ", f);
+        put_num(f, interval ? NAN : r->rps, 0);
+        fputs(" | ", f);
+        put_num(f, r->p50_us, 1);
+        fputs(" | ", f);
+        put_num(f, r->p90_us, 1);
+        fputs(" | ", f);
+        put_num(f, r->p99_us, 1);
+        fputs(" | ", f);
+        put_num(f, r->p999_us, 1);
+        fputs(" | ", f);
+        put_num(f, r->cpu_us_per_req, 2);
+        fputs(" | ", f);
+        put_num(f, r->ctxsw_per_req, 2);
+        fputs(" | ", f);
+        put_num(f, r->peak_rss_kb, 0);
+        fprintf(f, " | %llu |\n", (unsigned long long)r->errors);
+    }
+}
+
+static void put_label(FILE *f, const struct bench_row *r)
+{
+    char label[2 * BENCH_NAME_MAX + 2];
+
+    bench__series_label(r, label, sizeof(label));
+    put_text(f, label);
+}
+
+static void put_winner(FILE *f, const struct bench_winner *w)
+{
+    const struct bench_row *b = w->best;
+
+    fputs("| ", f);
+    put_text(f, w->workload);
+    fputs(" | ", f);
+    put_label(f, b);
+    fprintf(f, " | %u | ", b->concurrency);
+    if (w->lower_is_better) {
+        put_num(f, b->p99_us, 1);
+        fputs(" µs p99", f);
+    } else {
+        put_num(f, b->rps, 0);
+        fputs(" req/s", f);
+    }
+    fputs(" | ", f);
+    if (w->runner_up != NULL) {
+        put_label(f, w->runner_up);
+        fprintf(f, " | %.2fx |\n", w->ratio);
+    } else {
+        fputs("- | - |\n", f);
+    }
+}
+
+static void put_claims(FILE *f, const struct bench_rows *rows)
+{
+    struct bench_claim claims[BENCH_CLAIMS];
+
+    bench_claims_eval(rows, claims);
+    fputs("## The papers' claims\n\n", f);
+    fputs("| claim | ratio | held when | verdict | measured on |\n", f);
+    fputs("|---|---:|---:|---|---|\n", f);
+    for (size_t i = 0; i < BENCH_CLAIMS; i++) {
+        const struct bench_claim *c = &claims[i];
+
+        fputs("| ", f);
+        put_text(f, c->claim);
+        fputs(" | ", f);
+        if (isnan(c->ratio))
+            fputs("-", f);
+        else
+            fprintf(f, "%.2fx", c->ratio);
+        fputs(" | ", f);
+        put_text(f, c->metric);
+        fprintf(f, " >= %.2f | %s | ", c->threshold, bench_verdict_name(c->verdict));
+        put_text(f, c->where);
+        fputs(" |\n", f);
+    }
+}
+
+int bench_report_markdown(FILE *f, const struct bench_rows *rows,
+                          const struct bench_report_info *info)
+{
+    const char **wl;
+    size_t nwl;
+    bool any_winner = false;
+    int err;
+
+    err = bench__workloads(rows, &wl, &nwl);
+    if (err < 0)
+        return err;
+    fputs("# ", f);
+    put_text(f, info != NULL && info->title != NULL ? info->title : "cabrank-bench results");
+    fputs("\n\n", f);
+    if (info != NULL && info->date != NULL) {
+        fputs("Date: ", f);
+        put_text(f, info->date);
+        fputs("  \n", f);
+    }
+    if (info != NULL && info->machine != NULL) {
+        fputs("Machine: ", f);
+        put_text(f, info->machine);
+        fputs("  \n", f);
+    }
+    if (info != NULL && info->command != NULL) {
+        /* A code span may not hold its own backtick: a command with one is shown escaped. */
+        if (strchr(info->command, '`') == NULL && strpbrk(info->command, "\r\n") == NULL) {
+            fprintf(f, "Command: `%s`  \n", info->command);
+        } else {
+            fputs("Command: ", f);
+            put_text(f, info->command);
+            fputs("  \n", f);
+        }
+    }
+    if (info != NULL && (info->date != NULL || info->machine != NULL || info->command != NULL))
+        fputs("\n", f);
+    if (nwl == 0)
+        fputs("No results.\n\n", f);
+
+    for (size_t i = 0; i < nwl; i++) {
+        const struct bench_row **v;
+        char plot[160];
+        size_t n;
+
+        err = bench__workload_rows(rows, wl[i], &v, &n);
+        if (err < 0)
+            goto out_free;
+        fputs("## ", f);
+        put_text(f, wl[i]);
+        fputs("\n\n", f);
+        put_table(f, v, n, bench__is_interval(wl[i]));
+        free(v);
+        if (bench_plot_filename(wl[i], plot, sizeof(plot)) == 0) {
+            fputs("\n![", f);
+            put_text(f, wl[i]);
+            fprintf(f, "](%s)\n", plot);
+        }
+        fputs("\n", f);
+    }
+
+    fputs("## Winners\n\n", f);
+    fputs("Highest req/s at the highest concurrency measured (interval workloads: lowest p99), "
+          "and the ratio to the runner-up.\n\n",
+          f);
+    for (size_t i = 0; i < nwl; i++) {
+        struct bench_winner w;
+
+        err = bench_winner_find(rows, wl[i], &w);
+        if (err == -ENOENT)
+            continue;
+        if (err < 0)
+            goto out_free;
+        if (!any_winner) {
+            fputs("| workload | winner | conns | result | runner-up | ratio |\n", f);
+            fputs("|---|---|---:|---:|---|---:|\n", f);
+            any_winner = true;
+        }
+        put_winner(f, &w);
+    }
+    if (!any_winner)
+        fputs("No workload has a measured result.\n", f);
+    fputs("\n", f);
+    put_claims(f, rows);
+    err = 0;
+out_free:
+    free(wl);
+    if (err == 0 && (fflush(f) == EOF || ferror(f)))
+        err = -EIO;
+    return err;
+}
+
+/* ---------------------------------------------------------------------------- output dir */
+
+/* Writes one file of dir through fn; the file is complete or the error is returned. */
+static int write_file(const char *dir, const char *name, const struct bench_rows *rows,
+                      const void *arg, int (*fn)(FILE *, const struct bench_rows *, const void *))
+{
+    char path[4096];
+    FILE *f;
+    int err;
+    int n = snprintf(path, sizeof(path), "%s/%s", dir, name);
+
+    if (n < 0 || (size_t)n >= sizeof(path))
+        return -ENAMETOOLONG;
+    f = fopen(path, "w");
+    if (f == NULL)
+        return -errno;
+    err = fn(f, rows, arg);
+    if (fclose(f) == EOF && err == 0)
+        err = -EIO;
+    return err;
+}
+
+static int md_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    return bench_report_markdown(f, rows, arg);
+}
+
+static int svg_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    int err = bench_plot_svg(f, rows, arg);
+
+    if (err == 0 && (fflush(f) == EOF || ferror(f)))
+        err = -EIO;
+    return err;
+}
+
+int bench_report_write_dir(const char *dir, const struct bench_rows *rows,
+                           const struct bench_report_info *info)
+{
+    const char **wl;
+    size_t nwl;
+    int err;
+
+    err = bench__workloads(rows, &wl, &nwl);
+    if (err < 0)
+        return err;
+    for (size_t i = 0; i < nwl && err == 0; i++) {
+        char name[160];
+
+        err = bench_plot_filename(wl[i], name, sizeof(name));
+        if (err == 0)
+            err = write_file(dir, name, rows, wl[i], svg_fn);
+    }
+    if (err == 0)
+        err = write_file(dir, "results.md", rows, info, md_fn);
+    free(wl);
+    return err;
+}

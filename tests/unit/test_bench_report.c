@@ -1,0 +1,869 @@
+/*
+ * test_bench_report.c - the report half of cabrank-bench (apps/bench/csv.c, report_md.c,
+ * claims.c, plot_svg.c): rows written and read back unchanged; every kind of malformed CSV
+ * rejected with its line number (and every prefix of a valid file parsed or rejected, never a
+ * crash); a known CSV gives a known Markdown text; the winner of a workload and its ratio;
+ * each claim held, not held or not measured; an SVG that a well-formedness checker in this file
+ * (and xmllint, where installed) accepts, with hostile names escaped, a line per series and a
+ * log axis only for a wide latency range; the output directory's files.
+ */
+#include "../../apps/bench/report.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define HEADER BENCH_CSV_HEADER "\n"
+
+static void parse_ok(const char *csv, struct bench_rows *rows)
+{
+    struct bench_csv_error e;
+    int rc = bench_csv_parse(csv, strlen(csv), rows, &e);
+
+    ck_assert_msg(rc == 0, "parse failed (%d): %s", rc, e.msg);
+}
+
+/* Everything f received, NUL-terminated; the caller frees. */
+static char *render(int (*fn)(FILE *, const struct bench_rows *, const void *),
+                    const struct bench_rows *rows, const void *arg)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fn(f, rows, arg), 0);
+    ck_assert_int_eq(fclose(f), 0);
+    return buf;
+}
+
+static int md_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    return bench_report_markdown(f, rows, arg);
+}
+
+static int svg_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    return bench_plot_svg(f, rows, arg);
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* ------------------------------------------------------------------------------------ CSV */
+
+START_TEST(csv_rows_round_trip)
+{
+    struct bench_rows rows = {0};
+    struct bench_rows back = {0};
+    struct bench_row r;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    ck_assert_ptr_nonnull(f);
+    bench_row_init(&r);
+    strcpy(r.workload, "http:hello.txt");
+    strcpy(r.server, "cabrank");
+    strcpy(r.config, "lf:lifo");
+    r.concurrency = 64;
+    r.rps = 123456.75;
+    r.p50_us = 80.5;
+    r.p99_us = 1200;
+    r.errors = 3;
+    r.seconds = 2;
+    ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
+    /* A name with a comma and a quote is quoted; an open loop has a rate. */
+    strcpy(r.workload, "line-open");
+    strcpy(r.server, "odd,\"name\"");
+    strcpy(r.config, "-");
+    r.concurrency = 16;
+    r.rate = 50000;
+    r.cpu_us_per_req = 0.000125;
+    r.peak_rss_kb = 10240;
+    ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
+    ck_assert_int_eq(bench_csv_write_header(f), 0);
+    for (size_t i = 0; i < rows.len; i++)
+        ck_assert_int_eq(bench_csv_write_row(f, &rows.v[i]), 0);
+    ck_assert_int_eq(fclose(f), 0);
+
+    ck_assert_str_eq(buf,
+                     HEADER "http:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2\n"
+                            "line-open,\"odd,\"\"name\"\"\",-,16,50000,123456.75,80.5,,1200,,"
+                            "0.000125,,10240,3,2\n");
+    parse_ok(buf, &back);
+    ck_assert_uint_eq(back.len, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const struct bench_row *a = &rows.v[i];
+        const struct bench_row *b = &back.v[i];
+
+        ck_assert_str_eq(a->workload, b->workload);
+        ck_assert_str_eq(a->server, b->server);
+        ck_assert_str_eq(a->config, b->config);
+        ck_assert_uint_eq(a->concurrency, b->concurrency);
+        ck_assert(a->rate == b->rate && a->rps == b->rps && a->p50_us == b->p50_us &&
+                  a->p99_us == b->p99_us && a->seconds == b->seconds);
+        ck_assert(isnan(b->p90_us) && isnan(b->p999_us) && isnan(b->ctxsw_per_req));
+        ck_assert(i == 0 ? isnan(b->cpu_us_per_req) : b->cpu_us_per_req == 0.000125);
+        ck_assert_uint_eq(a->errors, b->errors);
+    }
+    free(buf);
+    bench_rows_fini(&rows);
+    bench_rows_fini(&back);
+}
+END_TEST
+
+START_TEST(csv_accepts_crlf_blank_lines_and_no_final_newline)
+{
+    struct bench_rows rows = {0};
+
+    parse_ok("\r\n" BENCH_CSV_HEADER "\r\n\r\nline,cabrank,hshr,1,,10,1,2,3,4,,,,0,1\r\n\n"
+             "line,cabrank,hshr,2,0,20,1,2,3,4,,,,0,1e0",
+             &rows);
+    ck_assert_uint_eq(rows.len, 2);
+    ck_assert(rows.v[0].rate == 0 && rows.v[1].seconds == 1);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+static const struct {
+    const char *csv;
+    unsigned line;
+    const char *what; /* part of the message */
+} bad_cases[] = {
+    {"", 1, "no header"},
+    {"\n\n", 3, "no header"},
+    {"workload,server\n", 1, "header has 2 fields"},
+    {"workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,cpu_us_per_req,"
+     "ctxsw_per_req,peak_rss_kb,errors,secs\n",
+     1, "header field 15"},
+    {HEADER "line,cabrank,lf,1,0,1,1,1,1,1,,,,0\n", 2, "14 fields"},
+    {HEADER "line,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,extra\n", 2, "16 fields"},
+    {HEADER "\nline,cabrank,lf,1,0,abc,1,1,1,1,,,,0,1\n", 3, "rps is not"},
+    {HEADER "line,cabrank,lf,1,0,-5,1,1,1,1,,,,0,1\n", 2, "rps is not"},
+    {HEADER "line,cabrank,lf,1,0,inf,1,1,1,1,,,,0,1\n", 2, "rps is not"},
+    {HEADER "line,cabrank,lf,1,0,nan,1,1,1,1,,,,0,1\n", 2, "rps is not"},
+    {HEADER "line,cabrank,lf,1,0, 5,1,1,1,1,,,,0,1\n", 2, "rps is not"},
+    {HEADER "line,cabrank,lf,1,0,0x10,1,1,1,1,,,,0,1\n", 2, "rps is not"},
+    {HEADER "line,cabrank,lf,1,0,1e999,1,1,1,1,,,,0,1\n", 2, "rps is out of range"},
+    {HEADER "line,cabrank,lf,1,0,1e,1,1,1,1,,,,0,1\n", 2, "rps is not"},
+    {HEADER "line,cabrank,lf,0,0,1,1,1,1,1,,,,0,1\n", 2, "concurrency is 0"},
+    {HEADER "line,cabrank,lf,,0,1,1,1,1,1,,,,0,1\n", 2, "concurrency is empty"},
+    {HEADER "line,cabrank,lf,1.5,0,1,1,1,1,1,,,,0,1\n", 2, "concurrency is not"},
+    {HEADER "line,cabrank,lf,99999999999,0,1,1,1,1,1,,,,0,1\n", 2, "concurrency is out"},
+    {HEADER "line,cabrank,lf,1,0,1,1,1,1,1,,,,,1\n", 2, "errors is empty"},
+    {HEADER "line,cabrank,lf,1,0,1,1,1,1,1,,,,99999999999999999999,1\n", 2, "errors is out"},
+    {HEADER "line,,lf,1,0,1,1,1,1,1,,,,0,1\n", 2, "server is empty"},
+    {HEADER "line,\"cab\trank\",lf,1,0,1,1,1,1,1,,,,0,1\n", 2, "control byte in server"},
+    {HEADER "line,\"cab\nrank\",lf,1,0,1,1,1,1,1,,,,0,1\n", 2, "control byte in server"},
+    {HEADER "line,\"cabrank,lf,1,0,1,1,1,1,1,,,,0,1\n", 2, "never closed"},
+    {HEADER "line,\"cab\"rank,lf,1,0,1,1,1,1,1,,,,0,1\n", 2, "after the closing quote"},
+    {HEADER "line,cab\"rank\",lf,1,0,1,1,1,1,1,,,,0,1\n", 2, "quote inside"},
+    {HEADER "line,cabrank,lf,1,0,1,1,1,1,1,,,,0,1\n"
+            "line,cabrank,lf,1,0,1,1,1,1,1,,,,0,1\n"
+            "line,cabrank,lf,1,0,1,1,1,1,1,,,,0\n",
+     4, "14 fields"},
+    {HEADER "line,cabrank,"
+            "a234567890123456789012345678901234567890123456789012345678901234,1,0,1,1,1,1,1,,,,"
+            "0,1\n",
+     2, "longer than 63"},
+};
+
+START_TEST(csv_rejects_malformed_input_with_line)
+{
+    const char *csv = bad_cases[_i].csv;
+    struct bench_rows rows = {0};
+    struct bench_csv_error e;
+    char want[32];
+    int rc = bench_csv_parse(csv, strlen(csv), &rows, &e);
+
+    ck_assert_msg(rc == -EBADMSG, "case %d: rc %d", _i, rc);
+    ck_assert_msg(e.line == bad_cases[_i].line, "case %d: line %u, want %u (%s)", _i, e.line,
+                  bad_cases[_i].line, e.msg);
+    snprintf(want, sizeof(want), "line %u: ", bad_cases[_i].line);
+    ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0, "case %d: %s", _i, e.msg);
+    ck_assert_msg(strstr(e.msg, bad_cases[_i].what) != NULL, "case %d: %s", _i, e.msg);
+    /* No error structure: the same answer. */
+    ck_assert_int_eq(bench_csv_parse(csv, strlen(csv), &rows, NULL), -EBADMSG);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(csv_rejects_nul_byte)
+{
+    static const char csv[] = HEADER "line,cab\0rank,lf,1,0,1,1,1,1,1,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct bench_csv_error e;
+
+    ck_assert_int_eq(bench_csv_parse(csv, sizeof(csv) - 1, &rows, &e), -EBADMSG);
+    ck_assert_uint_eq(e.line, 2);
+    ck_assert_ptr_nonnull(strstr(e.msg, "NUL"));
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* Each prefix of a valid file, copied to its own heap block so ASan sees any over-read. */
+START_TEST(csv_every_prefix_parses_or_fails_cleanly)
+{
+    static const char csv[] =
+        HEADER "http:hello.txt,\"a,\"\"b\",lf:lifo,64,0,1.5,2,3,4,5,6,7,8,9,10\n"
+               "line,cabrank,hshr,1,,,,,,,,,,0,\n";
+    size_t len = sizeof(csv) - 1;
+
+    for (size_t n = 0; n <= len; n++) {
+        struct bench_rows rows = {0};
+        struct bench_csv_error e;
+        char *copy = malloc(n ? n : 1);
+        int rc;
+
+        ck_assert_ptr_nonnull(copy);
+        memcpy(copy, csv, n);
+        rc = bench_csv_parse(copy, n, &rows, &e);
+        ck_assert_msg(rc == 0 || rc == -EBADMSG, "prefix %zu: %d", n, rc);
+        if (rc == -EBADMSG)
+            ck_assert(e.line >= 1 && e.line <= 3);
+        if (n == len)
+            ck_assert(rc == 0 && rows.len == 2);
+        free(copy);
+        bench_rows_fini(&rows);
+    }
+}
+END_TEST
+
+START_TEST(csv_read_file_and_missing_file)
+{
+    char path[] = "/tmp/bench-report-XXXXXX";
+    int fd = mkstemp(path);
+    static const char csv[] = HEADER "line,cabrank,lf:lifo,1,0,10,1,2,3,4,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct bench_csv_error e;
+
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, csv, sizeof(csv) - 1), (ssize_t)(sizeof(csv) - 1));
+    close(fd);
+    ck_assert_int_eq(bench_csv_read_file(path, &rows, &e), 0);
+    ck_assert_uint_eq(rows.len, 1);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(bench_csv_read_file(path, &rows, &e), -ENOENT);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(csv_write_rejects_bad_names)
+{
+    struct bench_row r;
+    FILE *f = fopen("/dev/null", "w");
+
+    ck_assert_ptr_nonnull(f);
+    bench_row_init(&r);
+    strcpy(r.workload, "line");
+    strcpy(r.server, "cabrank");
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -EINVAL); /* empty config */
+    strcpy(r.config, "lf");
+    r.concurrency = 0;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -EINVAL);
+    r.concurrency = 1;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), 0);
+    fclose(f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------- Markdown */
+
+START_TEST(markdown_of_known_csv)
+{
+    static const char csv[] =
+        HEADER "http:hello.txt,nginx,-,64,0,90000,500,800,1200,2000,,,5120,0,2\n"
+               "http:hello.txt,cabrank,lf:lifo,64,0,120000.4,400,700,1000,1500.25,6.5,0.08,8192,"
+               "0,2\n"
+               "http:hello.txt,cabrank,lf:lifo,1,0,15000,60,70,90,120,7,0.1,8000,2,2\n"
+               "line-open,cabrank,a|b*,1,5000,4990,12.25,,,,,,,0,2\n";
+    static const char want[] =
+        "# lab\n"
+        "\n"
+        "Date: 2026-11-22  \n"
+        "Command: `cabrank-bench --quick`  \n"
+        "\n"
+        "## http:hello.txt\n"
+        "\n"
+        "| server | config | conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | CPU "
+        "µs/req "
+        "| ctxsw/req | peak RSS KiB | errors |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| nginx | - | 64 | - | 90000 | 500.0 | 800.0 | 1200 | 2000 | - | - | 5120 | 0 |\n"
+        "| cabrank | lf:lifo | 1 | - | 15000 | 60.0 | 70.0 | 90.0 | 120.0 | 7.00 | 0.10 | 8000 "
+        "| 2 |\n"
+        "| cabrank | lf:lifo | 64 | - | 120000 | 400.0 | 700.0 | 1000 | 1500 | 6.50 | 0.08 | 8192 "
+        "| 0 |\n"
+        "\n"
+        "![http:hello.txt](plot-http-hello.txt.svg)\n"
+        "\n"
+        "## line-open\n"
+        "\n"
+        "| server | config | conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | CPU "
+        "µs/req "
+        "| ctxsw/req | peak RSS KiB | errors |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| cabrank | a\\|b\\* | 1 | 5000 | 4990 | 12.2 | - | - | - | - | - | - | 0 |\n"
+        "\n"
+        "![line-open](plot-line-open.svg)\n"
+        "\n"
+        "## Winners\n"
+        "\n"
+        "Highest req/s at the highest concurrency measured (interval workloads: lowest p99), and "
+        "the ratio to the runner-up.\n"
+        "\n"
+        "| workload | winner | conns | result | runner-up | ratio |\n"
+        "|---|---|---:|---:|---|---:|\n"
+        "| http:hello.txt | cabrank lf:lifo | 64 | 120000 req/s | nginx | 1.33x |\n"
+        "| line-open | cabrank a\\|b\\* | 1 | 4990 req/s | - | - |\n"
+        "\n"
+        "## The papers' claims\n"
+        "\n"
+        "| claim | ratio | held when | verdict | measured on |\n"
+        "|---|---:|---:|---|---|\n"
+        "| L/F has lower latency than HS/HR at low load (no hand-off between threads) | - | p50 "
+        "hshr / lf >= 1.25 | not measured | no rows of both sides |\n"
+        "| L/F has at least HS/HR's throughput at high load | - | req/s lf / hshr >= 1.00 | not "
+        "measured | no rows of both sides |\n"
+        "| LIFO promotion beats FIFO (the warm thread leads again) | - | req/s lf:lifo / lf:fifo "
+        ">= 1.00 | not measured | no rows of both sides |\n"
+        "| A prefork pool connects faster than forking a process per connection (t_conn) | - | "
+        "t_conn p50 forking / prefork >= 1.00 | not measured | no rows of both sides |\n"
+        "| A prefork pool answers the first request faster than forking (t_res1) | - | t_res1 p50 "
+        "forking / prefork >= 1.00 | not measured | no rows of both sides |\n"
+        "| The Proactor serves at least L/F's throughput | - | req/s proactor / lf:lifo >= 1.00 | "
+        "not measured | no rows of both sides |\n";
+    struct bench_report_info info = {
+        .title = "lab", .date = "2026-11-22", .command = "cabrank-bench --quick"};
+    struct bench_rows rows = {0};
+    char *md;
+
+    parse_ok(csv, &rows);
+    md = render(md_fn, &rows, &info);
+    ck_assert_str_eq(md, want);
+    free(md);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(markdown_of_no_rows)
+{
+    struct bench_rows rows = {0};
+    char *md = render(md_fn, &rows, NULL);
+
+    ck_assert_ptr_nonnull(strstr(md, "# cabrank-bench results\n\nNo results.\n"));
+    ck_assert_ptr_nonnull(strstr(md, "No workload has a measured result.\n"));
+    ck_assert_uint_eq(count(md, "| not measured |"), BENCH_CLAIMS);
+    free(md);
+}
+END_TEST
+
+/* -------------------------------------------------------------------------------- winners */
+
+START_TEST(winner_is_best_at_highest_concurrency)
+{
+    /* hshr has the most req/s overall but not at 256, the highest concurrency measured. */
+    static const char csv[] = HEADER "line,cabrank,hshr,64,0,200000,,,,,,,,0,1\n"
+                                     "line,cabrank,hshr,256,0,90000,,,,,,,,0,1\n"
+                                     "line,cabrank,lf:lifo,64,0,150000,,,,,,,,0,1\n"
+                                     "line,cabrank,lf:lifo,256,0,120000,,,,,,,,0,1\n"
+                                     "line,cabrank,tpc,256,0,100000,,,,,,,,0,1\n"
+                                     "line,cabrank,tpc,256,0,80000,,,,,,,,0,1\n"
+                                     "line,nginx,-,64,0,300000,,,,,,,,0,1\n"
+                                     "line,h2o,-,256,0,,,,,,,,,0,1\n"
+                                     "interval:t_res1,cabrank,forking,1,0,0,,,900,,,,,0,1\n"
+                                     "interval:t_res1,cabrank,prefork,1,0,0,,,300,,,,,0,1\n"
+                                     "interval:t_res1,cabrank,lf:lifo,1,0,0,,,200,,,,,0,1\n"
+                                     "line-open,cabrank,lf:lifo,8,1000,,,,,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct bench_winner w;
+
+    parse_ok(csv, &rows);
+    ck_assert_int_eq(bench_winner_find(&rows, "line", &w), 0);
+    ck_assert_str_eq(w.workload, "line");
+    ck_assert_str_eq(w.best->config, "lf:lifo");
+    ck_assert_uint_eq(w.best->concurrency, 256);
+    /* tpc's better point at 256 (100000) is its entry; h2o measured nothing. */
+    ck_assert_str_eq(w.runner_up->config, "tpc");
+    ck_assert_double_eq_tol(w.ratio, 1.2, 1e-9);
+    ck_assert(!w.lower_is_better);
+
+    ck_assert_int_eq(bench_winner_find(&rows, "interval:t_res1", &w), 0);
+    ck_assert(w.lower_is_better);
+    ck_assert_str_eq(w.best->config, "lf:lifo");
+    ck_assert_str_eq(w.runner_up->config, "prefork");
+    ck_assert_double_eq_tol(w.ratio, 1.5, 1e-9);
+
+    ck_assert_int_eq(bench_winner_find(&rows, "line-open", &w), -ENOENT);
+    ck_assert_int_eq(bench_winner_find(&rows, "http:1m.bin", &w), -ENOENT);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* --------------------------------------------------------------------------------- claims */
+
+static const struct bench_claim *claim_about(const struct bench_claim *c, const char *metric)
+{
+    for (size_t i = 0; i < BENCH_CLAIMS; i++)
+        if (strcmp(c[i].metric, metric) == 0)
+            return &c[i];
+    ck_abort_msg("no claim on %s", metric);
+    return NULL;
+}
+
+START_TEST(claims_held_not_held_not_measured)
+{
+    /*
+     * line: lf:lifo p50 10 vs hshr 20 at 1 (held, 2x); at 64 lf:lifo 100k vs hshr 125k (not
+     * held, 0.8x); fifo only at 1, so LIFO vs FIFO compares at 1 (the highest both have).
+     * proactor:lf and proactor:single: the best (single, 110k) against lf:lifo at 64.
+     * Intervals: forking t_conn 3x prefork (held); t_res1 cheaper forking (not held).
+     * A peer's rows never count.
+     */
+    static const char csv[] = HEADER "line,cabrank,lf:lifo,1,0,9000,10,,,,,,,0,1\n"
+                                     "line,cabrank,lf:lifo,64,0,100000,50,,,,,,,0,1\n"
+                                     "line,cabrank,hshr,1,0,8000,20,,,,,,,0,1\n"
+                                     "line,cabrank,hshr,64,0,125000,40,,,,,,,0,1\n"
+                                     "line,cabrank,lf:fifo,1,0,6000,30,,,,,,,0,1\n"
+                                     "line,cabrank,proactor:lf,64,0,90000,,,,,,,,0,1\n"
+                                     "line,cabrank,proactor:single,64,0,110000,,,,,,,,0,1\n"
+                                     "line,nginx,hshr,64,0,999999,1,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,forking,1,0,0,300,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,prefork,1,0,0,100,,,,,,,0,1\n"
+                                     "interval:t_res1,cabrank,forking,1,0,0,100,,,,,,,0,1\n"
+                                     "interval:t_res1,cabrank,prefork,1,0,0,125,,,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct bench_claim c[BENCH_CLAIMS];
+    const struct bench_claim *x;
+
+    parse_ok(csv, &rows);
+    bench_claims_eval(&rows, c);
+
+    x = claim_about(c, "p50 hshr / lf");
+    ck_assert_int_eq(x->verdict, BENCH_HELD);
+    ck_assert_double_eq_tol(x->ratio, 2.0, 1e-9);
+    ck_assert_str_eq(x->where, "line, 1 conn, lf:lifo vs hshr");
+
+    x = claim_about(c, "req/s lf / hshr");
+    ck_assert_int_eq(x->verdict, BENCH_NOT_HELD);
+    ck_assert_double_eq_tol(x->ratio, 0.8, 1e-9);
+    ck_assert_str_eq(x->where, "line, 64 conns, lf:lifo vs hshr");
+
+    x = claim_about(c, "req/s lf:lifo / lf:fifo");
+    ck_assert_int_eq(x->verdict, BENCH_HELD);
+    ck_assert_double_eq_tol(x->ratio, 1.5, 1e-9);
+    ck_assert_str_eq(x->where, "line, 1 conn, lf:lifo vs lf:fifo");
+
+    x = claim_about(c, "req/s proactor / lf:lifo");
+    ck_assert_int_eq(x->verdict, BENCH_HELD);
+    ck_assert_double_eq_tol(x->ratio, 1.1, 1e-9);
+    ck_assert_str_eq(x->where, "line, 64 conns, proactor:single vs lf:lifo");
+
+    x = claim_about(c, "t_conn p50 forking / prefork");
+    ck_assert_int_eq(x->verdict, BENCH_HELD);
+    ck_assert_double_eq_tol(x->ratio, 3.0, 1e-9);
+
+    x = claim_about(c, "t_res1 p50 forking / prefork");
+    ck_assert_int_eq(x->verdict, BENCH_NOT_HELD);
+    ck_assert_double_eq_tol(x->ratio, 0.8, 1e-9);
+    bench_rows_fini(&rows);
+
+    /* Only one side of each: nothing measured. */
+    parse_ok(HEADER "line,cabrank,lf:lifo,1,0,9000,10,,,,,,,0,1\n"
+                    "interval:t_conn,cabrank,forking,1,0,0,300,,,,,,,0,1\n",
+             &rows);
+    bench_claims_eval(&rows, c);
+    for (size_t i = 0; i < BENCH_CLAIMS; i++) {
+        ck_assert_int_eq(c[i].verdict, BENCH_NOT_MEASURED);
+        ck_assert(isnan(c[i].ratio));
+        ck_assert_str_eq(bench_verdict_name(c[i].verdict), "not measured");
+    }
+    ck_assert_str_eq(bench_verdict_name(BENCH_HELD), "held");
+    ck_assert_str_eq(bench_verdict_name(BENCH_NOT_HELD), "did not hold");
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(claims_fall_back_to_http_hello)
+{
+    static const char csv[] = HEADER "http:hello.txt,cabrank,lf:lifo,4,0,1000,10,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,hshr,4,0,500,25,,,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct bench_claim c[BENCH_CLAIMS];
+
+    parse_ok(csv, &rows);
+    bench_claims_eval(&rows, c);
+    ck_assert_int_eq(claim_about(c, "p50 hshr / lf")->verdict, BENCH_HELD);
+    ck_assert_str_eq(claim_about(c, "p50 hshr / lf")->where,
+                     "http:hello.txt, 4 conns, lf:lifo vs hshr");
+    ck_assert_int_eq(claim_about(c, "req/s lf / hshr")->verdict, BENCH_HELD);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* ------------------------------------------------------------------------------------ SVG */
+
+/*
+ * A small XML well-formedness checker: one optional <?xml?> declaration, comments, exactly one
+ * root element, properly nested start/end tags with matching names, attributes quoted and
+ * unique, '<' never in text or attribute values, '&' only as a known entity or a character
+ * reference, only printable ASCII and whitespace (our SVG promises ASCII). Returns NULL or the
+ * first problem.
+ */
+static const char *xml_check(const char *s, char *root, size_t root_cap)
+{
+    char stack[64][64];
+    size_t depth = 0;
+    int roots = 0;
+    const char *p = s;
+
+    for (const char *q = s; *q != '\0'; q++)
+        if (((unsigned char)*q < 0x20 && *q != '\n' && *q != '\t' && *q != '\r') ||
+            (unsigned char)*q >= 0x7f)
+            return "byte outside printable ASCII";
+    if (strncmp(p, "<?xml ", 6) == 0) {
+        p = strstr(p, "?>");
+        if (p == NULL)
+            return "unterminated declaration";
+        p += 2;
+    }
+    while (*p != '\0') {
+        if (*p == '&') {
+            static const char *const ents[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&apos;"};
+            bool ok = false;
+
+            for (size_t i = 0; i < 5 && !ok; i++)
+                ok = strncmp(p, ents[i], strlen(ents[i])) == 0;
+            if (!ok && p[1] == '#') {
+                const char *q = p + 2;
+
+                while (*q >= '0' && *q <= '9')
+                    q++;
+                ok = q > p + 2 && *q == ';';
+            }
+            if (!ok)
+                return "bad entity in text";
+            p++;
+            continue;
+        }
+        if (*p != '<') {
+            if (depth == 0 && *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r')
+                return "text outside the root";
+            p++;
+            continue;
+        }
+        if (strncmp(p, "<!--", 4) == 0) {
+            p = strstr(p + 4, "-->");
+            if (p == NULL)
+                return "unterminated comment";
+            p += 3;
+            continue;
+        }
+        if (p[1] == '/') {
+            size_t n = strcspn(p + 2, ">");
+
+            if (p[2 + n] != '>')
+                return "unterminated end tag";
+            if (depth == 0 || strlen(stack[depth - 1]) != n || strncmp(stack[depth - 1], p + 2, n))
+                return "end tag does not match";
+            depth--;
+            p += 3 + n;
+            continue;
+        }
+        /* A start tag: name, attributes, '>' or '/>'. */
+        {
+            char names[32][64];
+            size_t nattr = 0;
+            size_t n;
+
+            p++;
+            n = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:.");
+            if (n == 0 || n >= 64 || (*p >= '0' && *p <= '9'))
+                return "bad element name";
+            if (depth == 0) {
+                if (roots++ > 0)
+                    return "second root element";
+                snprintf(root, root_cap, "%.*s", (int)n, p);
+            }
+            if (depth == 64)
+                return "too deep";
+            memcpy(stack[depth], p, n);
+            stack[depth][n] = '\0';
+            p += n;
+            for (;;) {
+                size_t an;
+                char quote;
+
+                while (*p == ' ' || *p == '\n' || *p == '\t')
+                    p++;
+                if (*p == '>') {
+                    depth++;
+                    p++;
+                    break;
+                }
+                if (p[0] == '/' && p[1] == '>') {
+                    p += 2;
+                    break;
+                }
+                an =
+                    strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_:.");
+                if (an == 0 || an >= 64 || p[an] != '=' || (p[an + 1] != '"' && p[an + 1] != '\''))
+                    return "bad attribute";
+                for (size_t i = 0; i < nattr; i++)
+                    if (strlen(names[i]) == an && strncmp(names[i], p, an) == 0)
+                        return "duplicate attribute";
+                if (nattr == 32)
+                    return "too many attributes";
+                memcpy(names[nattr], p, an);
+                names[nattr++][an] = '\0';
+                quote = p[an + 1];
+                p += an + 2;
+                while (*p != quote) {
+                    if (*p == '\0' || *p == '<')
+                        return "bad attribute value";
+                    if (*p == '&' && strncmp(p, "&amp;", 5) && strncmp(p, "&lt;", 4) &&
+                        strncmp(p, "&gt;", 4) && strncmp(p, "&quot;", 6) && strncmp(p, "&apos;", 6))
+                        return "bad entity in attribute";
+                    p++;
+                }
+                p++;
+                if (*p != ' ' && *p != '\n' && *p != '>' && *p != '/')
+                    return "no space after attribute";
+            }
+        }
+    }
+    if (depth != 0)
+        return "unclosed element";
+    if (roots != 1)
+        return "no root element";
+    return NULL;
+}
+
+START_TEST(xml_checker_rejects_broken_documents)
+{
+    static const char *const bad[] = {
+        "<a><b></a></b>", "<a>x &y; </a>", "<a x=\"1\" x=\"2\"/>", "<a x=1/>", "<a/><b/>", "<a>",
+        "text<a/>",       "<a x=\"<\"/>",  "<a>\x80</a>",          "",
+    };
+    char root[64];
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(xml_check(bad[i], root, sizeof(root)) != NULL, "accepted %s", bad[i]);
+    ck_assert_ptr_null(
+        xml_check("<?xml version=\"1.0\"?>\n<a x='1'><b/>&amp;&#181;</a>\n", root, sizeof(root)));
+    ck_assert_str_eq(root, "a");
+}
+END_TEST
+
+/* Runs xmllint --noout on svg when installed: 1 valid, 0 invalid, -1 not installed. */
+static int xmllint(const char *svg)
+{
+    char path[] = "/tmp/bench-report-svg-XXXXXX";
+    int fd;
+    int status;
+    pid_t pid;
+
+    if (access("/usr/bin/xmllint", X_OK) != 0)
+        return -1;
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, svg, strlen(svg)), (ssize_t)strlen(svg));
+    close(fd);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl("/usr/bin/xmllint", "xmllint", "--noout", "--nonet", path, (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    unlink(path);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static void check_svg(const char *svg)
+{
+    char root[64];
+    const char *problem = xml_check(svg, root, sizeof(root));
+
+    ck_assert_msg(problem == NULL, "SVG not well-formed: %s", problem);
+    ck_assert_str_eq(root, "svg");
+    ck_assert_ptr_nonnull(strstr(svg, "xmlns=\"http://www.w3.org/2000/svg\""));
+    ck_assert_int_ne(xmllint(svg), 0);
+}
+
+START_TEST(svg_is_well_formed_with_a_line_per_series)
+{
+    static const char csv[] =
+        HEADER "http:hello.txt,cabrank,lf:lifo,1,0,20000,,,50,,,,,0,1\n"
+               "http:hello.txt,cabrank,lf:lifo,64,0,140000,,,2000,,,,,0,1\n"
+               "http:hello.txt,cabrank,hshr,1,0,15000,,,80,,,,,0,1\n"
+               "http:hello.txt,cabrank,hshr,64,0,100000,,,3000,,,,,0,1\n"
+               "http:hello.txt,\"<ng&inx \"\"x\"\" 'y'>\",-,64,0,120000,,,2500,,,,,0,1\n"
+               "http:hello.txt,h2o,-,64,0,,,,,,,,,0,1\n"
+               "line,cabrank,lf:lifo,1,0,20000,,,50,,,,,0,1\n"
+               "line,cabrank,lf:lifo,64,0,140000,,,60,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    char *svg;
+
+    parse_ok(csv, &rows);
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    check_svg(svg);
+    /* Four series: four lines and four legend entries; 5 points have markers (+4 in legend). */
+    ck_assert_uint_eq(count(svg, "<polyline"), 4);
+    ck_assert_uint_eq(count(svg, "<g class=\"series\">"), 4);
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank lf:lifo</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">&lt;ng&amp;inx &quot;x&quot; &apos;y&apos;&gt;</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">h2o (no points)</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">http:hello.txt: p99 latency vs throughput</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">throughput (req/s)</text>"));
+    /* p99 from 50 to 3000 µs: wider than 20x, so a log axis with decade ticks. */
+    ck_assert_ptr_nonnull(strstr(svg, "p99 latency (&#181;s, log scale)"));
+    ck_assert_ptr_nonnull(strstr(svg, ">10</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">10k</text>"));
+    free(svg);
+
+    /* line: 50..60 µs, a linear axis. */
+    svg = render(svg_fn, &rows, "line");
+    check_svg(svg);
+    ck_assert_ptr_null(strstr(svg, "log scale"));
+    ck_assert_ptr_nonnull(strstr(svg, "p99 latency (&#181;s)"));
+    free(svg);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(svg_of_intervals_and_empty_workloads)
+{
+    static const char csv[] = HEADER "interval:t_conn,cabrank,forking,1,0,0,,,400,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,prefork,1,0,0,,,80,,,,,0,1\n"
+                                     "line,cabrank,lf,1,0,,,,,,,,,0,1\n"
+                                     "odd\xff,cabrank,lf,1,0,1,,,1,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    FILE *f = fopen("/dev/null", "w");
+    char *svg;
+
+    parse_ok(csv, &rows);
+    svg = render(svg_fn, &rows, "interval:t_conn");
+    check_svg(svg);
+    ck_assert_ptr_nonnull(strstr(svg, ">concurrency (connections)</text>"));
+    ck_assert_uint_eq(count(svg, "<polyline"), 2);
+    free(svg);
+    svg = render(svg_fn, &rows, "line");
+    check_svg(svg);
+    ck_assert_ptr_nonnull(strstr(svg, ">no measured points</text>"));
+    free(svg);
+    svg = render(svg_fn, &rows, "odd\xff");
+    check_svg(svg);
+    free(svg);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(bench_plot_svg(f, &rows, "http:1m.bin"), -ENOENT);
+    fclose(f);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(svg_legend_grows_the_canvas)
+{
+    struct bench_rows rows = {0};
+    struct bench_row r;
+    char *svg;
+
+    bench_row_init(&r);
+    strcpy(r.workload, "line");
+    strcpy(r.server, "cabrank");
+    for (int i = 0; i < 40; i++) {
+        snprintf(r.config, sizeof(r.config), "cfg%d", i);
+        r.rps = 1000 * (i + 1);
+        r.p99_us = 100 + i;
+        ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
+    }
+    svg = render(svg_fn, &rows, "line");
+    check_svg(svg);
+    ck_assert_uint_eq(count(svg, "<polyline"), 40);
+    ck_assert_ptr_null(strstr(svg, "height=\"500\""));
+    free(svg);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(plot_filename_is_safe)
+{
+    char name[64];
+
+    ck_assert_int_eq(bench_plot_filename("http:hello.txt", name, sizeof(name)), 0);
+    ck_assert_str_eq(name, "plot-http-hello.txt.svg");
+    ck_assert_int_eq(bench_plot_filename("../a b/c", name, sizeof(name)), 0);
+    ck_assert_str_eq(name, "plot-..-a-b-c.svg");
+    ck_assert_int_eq(bench_plot_filename("line", name, 13), -ENAMETOOLONG);
+    ck_assert_int_eq(bench_plot_filename("line", name, 14), 0);
+    ck_assert_str_eq(name, "plot-line.svg");
+}
+END_TEST
+
+START_TEST(write_dir_writes_markdown_and_plots)
+{
+    static const char csv[] = HEADER "http:hello.txt,cabrank,lf:lifo,1,0,20000,,,50,,,,,0,1\n"
+                                     "interval:t_res2,cabrank,prefork,1,0,0,,,80,,,,,0,1\n";
+    char dir[] = "/tmp/bench-report-dir-XXXXXX";
+    const char *const files[] = {"results.md", "plot-http-hello.txt.svg",
+                                 "plot-interval-t_res2.svg"};
+    struct bench_rows rows = {0};
+    char path[128];
+    struct stat st;
+
+    parse_ok(csv, &rows);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(bench_report_write_dir(dir, &rows, NULL), 0);
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        ck_assert_msg(stat(path, &st) == 0 && st.st_size > 100, "%s", path);
+        ck_assert_int_eq(unlink(path), 0);
+    }
+    ck_assert_int_eq(rmdir(dir), 0);
+    ck_assert_int_eq(bench_report_write_dir(dir, &rows, NULL), -ENOENT);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+Suite *bench_report_suite(void);
+
+Suite *bench_report_suite(void)
+{
+    Suite *s = suite_create("bench_report");
+    TCase *tc = tcase_create("core");
+
+    tcase_set_timeout(tc, 20);
+    tcase_add_test(tc, csv_rows_round_trip);
+    tcase_add_test(tc, csv_accepts_crlf_blank_lines_and_no_final_newline);
+    tcase_add_loop_test(tc, csv_rejects_malformed_input_with_line, 0,
+                        (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+    tcase_add_test(tc, csv_rejects_nul_byte);
+    tcase_add_test(tc, csv_every_prefix_parses_or_fails_cleanly);
+    tcase_add_test(tc, csv_read_file_and_missing_file);
+    tcase_add_test(tc, csv_write_rejects_bad_names);
+    tcase_add_test(tc, markdown_of_known_csv);
+    tcase_add_test(tc, markdown_of_no_rows);
+    tcase_add_test(tc, winner_is_best_at_highest_concurrency);
+    tcase_add_test(tc, claims_held_not_held_not_measured);
+    tcase_add_test(tc, claims_fall_back_to_http_hello);
+    tcase_add_test(tc, xml_checker_rejects_broken_documents);
+    tcase_add_test(tc, svg_is_well_formed_with_a_line_per_series);
+    tcase_add_test(tc, svg_of_intervals_and_empty_workloads);
+    tcase_add_test(tc, svg_legend_grows_the_canvas);
+    tcase_add_test(tc, plot_filename_is_safe);
+    tcase_add_test(tc, write_dir_writes_markdown_and_plots);
+    suite_add_tcase(s, tc);
+    return s;
+}
