@@ -658,6 +658,75 @@ START_TEST(sighup_restarts_through_server_run)
 }
 END_TEST
 
+/* True once pid has exited (gone, or a zombie its new parent has not
+ * reaped yet). */
+static bool is_gone(int pid)
+{
+    char path[64];
+    char buf[512];
+    char *rp;
+    char state = 'X';
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+    f = fopen(path, "r");
+    if (f == NULL)
+        return true;
+    if (fgets(buf, sizeof(buf), f) != NULL && (rp = strrchr(buf, ')')) != NULL)
+        (void)sscanf(rp + 1, " %c", &state);
+    fclose(f);
+    return state == 'Z' || state == 'X';
+}
+
+/* The master killed with SIGKILL (no chance to stop anything): its workers
+ * get the parent-death signal, stop and exit; none is left orphaned. */
+START_TEST(workers_leave_when_master_dies)
+{
+    struct hup_shared *h;
+    int pids[64];
+    int npids = 0;
+    int status;
+    uint64_t end;
+    bool all_gone = false;
+    pid_t child;
+
+    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(h, MAP_FAILED);
+    memset(h, 0, sizeof(*h));
+    child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0)
+        _exit(run_server(h));
+    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    while (__atomic_load_n(&h->port, __ATOMIC_ACQUIRE) == 0 && cr_test_now_ms() < end)
+        usleep(5000);
+    ck_assert_uint_ne(h->port, 0);
+    for (int i = 0; i < 20; i++) {
+        int pid = request_once(h->port, "who\n", tmo(5000));
+        bool seen = false;
+
+        ck_assert_int_gt(pid, 0);
+        for (int j = 0; j < npids && !seen; j++)
+            seen = pids[j] == pid;
+        if (!seen && npids < 64)
+            pids[npids++] = pid;
+    }
+    ck_assert_int_ge(npids, 1);
+    ck_assert_int_eq(kill(child, SIGKILL), 0);
+    ck_assert_int_eq(cr_test_wait_exit(child, tmo(5000), &status), 0);
+    end = cr_test_now_ms() + (uint64_t)tmo(3000);
+    while (!all_gone && cr_test_now_ms() < end) {
+        all_gone = true;
+        for (int i = 0; i < npids; i++)
+            all_gone = all_gone && is_gone(pids[i]);
+        if (!all_gone)
+            usleep(10000);
+    }
+    ck_assert_msg(all_gone, "a worker outlived its master");
+    munmap(h, sizeof(*h));
+}
+END_TEST
+
 /* Processes of the pool right now. */
 static unsigned processes(struct fixture *f)
 {
@@ -885,6 +954,7 @@ Suite *prefork_suite(void)
     tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
     tcase_add_test(tc, failing_process_init_is_not_a_fork_loop);
     tcase_add_test(tc, restarts_never_wait_for_a_slot);
+    tcase_add_test(tc, workers_leave_when_master_dies);
     suite_add_tcase(s, tc);
     return s;
 }
