@@ -16,9 +16,11 @@
  * (struct worker.deferred) and submitted when the handler has returned; (3)
  * another thread starting the token's next operation while its final handler
  * still runs (the token is no longer busy then, so that the handler can
- * restart it); so such a start looks for the token in the workers' running
- * slots and gets -EBUSY while its handler runs. The dispatcher never touches
- * a token after its final handler returns: the handler may have freed it.
+ * restart it: a connection's receive handler starting its send, say); so
+ * such a start looks for the token in the workers' running slots and hands
+ * the operation to that worker (struct worker.handoff), which submits it when
+ * the handler has returned. The dispatcher never touches a token after its
+ * final handler returns: the handler may have freed it.
  *
  * Lock order: lf_lock, then an engine's locks; seq_lock is taken alone.
  */
@@ -31,7 +33,6 @@
 
 #include <limits.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,6 +56,9 @@ struct worker {
     pthread_t tid;
     /* Atomic; written by the worker's thread, read by starters (begin_op). */
     struct cr_aop *running; /* the token whose handler runs now */
+    /* Atomic: an operation of `running` started by another thread while its
+     * handler ran, for this worker to submit (submit_op). */
+    struct cr_aop *handoff;
     /* The worker's own thread only. */
     struct cr_aop *deferred; /* its next operation, started by that handler */
 };
@@ -327,13 +331,13 @@ static void end_turn(struct cr_proactor *p, struct cr_aop *op, unsigned ticket)
 static void run_handler(struct worker *w, struct cr_aop *op, ssize_t res, unsigned flags)
 {
     /* Seq_cst store, then (final) the seq_cst clear of BUSY: a starter whose
-     * CAS sees BUSY clear then sees op here (begin_op). */
+     * CAS sees BUSY clear then sees op here (submit_op). */
     __atomic_store_n(&w->running, op, __ATOMIC_SEQ_CST);
     if (!(flags & CR_AOP_MORE))
         __atomic_fetch_and(&op->state, ~(CR__AOP_BUSY | CR__AOP_CANCEL), __ATOMIC_SEQ_CST);
     op->handler(op, res, flags);
-    /* Also a release: the handler's writes reach the next starter, which
-     * loads this slot (begin_op). */
+    /* Seq_cst against hand_off's CAS of handoff then load of running:
+     * either it sees op gone, or we see what it handed us. */
     __atomic_store_n(&w->running, NULL, __ATOMIC_SEQ_CST);
 }
 
@@ -349,6 +353,8 @@ static void run_final(struct worker *w, struct cr_aop *op, ssize_t res)
         run_handler(w, op, res, 0);
         next = w->deferred;
         w->deferred = NULL;
+        if (next == NULL)
+            next = __atomic_exchange_n(&w->handoff, NULL, __ATOMIC_SEQ_CST);
         op_finished(p);
         if (next == NULL)
             return;
@@ -509,49 +515,51 @@ bool cr_aop_is_busy(const struct cr_aop *op)
     return (__atomic_load_n(&op->state, __ATOMIC_ACQUIRE) & CR__AOP_BUSY) != 0;
 }
 
-/* True when a worker other than the calling thread runs op's handler. */
-static bool is_running_elsewhere(struct cr_proactor *p, struct cr_aop *op)
+/* The worker, other than the calling thread, that runs op's handler. */
+static struct worker *running_elsewhere(struct cr_proactor *p, struct cr_aop *op)
 {
     for (unsigned i = 0; i < p->nthreads; i++) {
-        if (&p->workers[i] != self &&
-            __atomic_load_n(&p->workers[i].running, __ATOMIC_SEQ_CST) == op)
-            return true;
+        struct worker *w = &p->workers[i];
+
+        if (w != self && __atomic_load_n(&w->running, __ATOMIC_SEQ_CST) == op)
+            return w;
     }
-    return false;
+    return NULL;
+}
+
+/* Hands op to w, whose handler of op still runs: true when w will submit
+ * it once the handler returns; false when the handler returned meanwhile
+ * and op is the caller's to submit. */
+static bool hand_off(struct worker *w, struct cr_aop *op)
+{
+    struct cr_aop *expected = NULL;
+
+    /* One handler per worker, and op is busy: the slot is free. */
+    if (!__atomic_compare_exchange_n(&w->handoff, &expected, op, false, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST))
+        return false;
+    if (__atomic_load_n(&w->running, __ATOMIC_SEQ_CST) == op)
+        return true;
+    /* The handler returned: take op back, unless w took it already. */
+    expected = op;
+    return !__atomic_compare_exchange_n(&w->handoff, &expected, NULL, false, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST);
 }
 
 /* Claims the token for a new operation. */
 static int begin_op(struct cr_aop *op, int kind, int fd, uint64_t timeout_ms)
 {
-    struct cr_proactor *p = op->p;
-    bool own =
-        self != NULL && self->p == p && __atomic_load_n(&self->running, __ATOMIC_RELAXED) == op;
     int st = __atomic_load_n(&op->state, __ATOMIC_RELAXED);
 
-    if (cr__proactor_is_stopping(p))
+    if (cr__proactor_is_stopping(op->p))
         return -ESHUTDOWN;
     /* A stale CR__AOP_CANCEL (a cancel that lost to the completion) is
      * dropped here; BUSY is what makes the token ours. */
-    for (;;) {
-        if (st & CR__AOP_BUSY) {
-            if (!own)
-                return -EBUSY;
-            /* Our own handler's token, held for a moment by another
-             * thread's start that is about to see us and back off. */
-            sched_yield();
-            st = __atomic_load_n(&op->state, __ATOMIC_RELAXED);
-            continue;
-        }
-        if (__atomic_compare_exchange_n(&op->state, &st, CR__AOP_BUSY, false, __ATOMIC_SEQ_CST,
-                                        __ATOMIC_RELAXED))
-            break;
-    }
-    if (!own && is_running_elsewhere(p, op)) {
-        /* Its final handler still runs: a start now could run the next
-         * handler beside it. */
-        __atomic_fetch_and(&op->state, ~CR__AOP_BUSY, __ATOMIC_SEQ_CST);
-        return -EBUSY;
-    }
+    do {
+        if (st & CR__AOP_BUSY)
+            return -EBUSY;
+    } while (!__atomic_compare_exchange_n(&op->state, &st, CR__AOP_BUSY, false, __ATOMIC_SEQ_CST,
+                                          __ATOMIC_RELAXED));
     op->kind = kind;
     op->fd = fd;
     op->fd2 = -1;
@@ -574,6 +582,7 @@ static int begin_op(struct cr_aop *op, int kind, int fd, uint64_t timeout_ms)
 static int submit_op(struct cr_aop *op)
 {
     struct cr_proactor *p = op->p;
+    struct worker *w;
     int err;
 
     __atomic_add_fetch(&p->inflight, 1, __ATOMIC_SEQ_CST);
@@ -582,6 +591,9 @@ static int submit_op(struct cr_aop *op)
         self->deferred = op;
         return 0;
     }
+    w = running_elsewhere(p, op);
+    if (w != NULL && hand_off(w, op))
+        return 0;
     err = p->eng->start(&p->rings[op->ring], op);
     if (err < 0) {
         __atomic_fetch_and(&op->state, ~(CR__AOP_BUSY | CR__AOP_CANCEL), __ATOMIC_RELEASE);

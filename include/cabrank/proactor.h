@@ -36,7 +36,7 @@
  * including from handlers. Handlers run on the proactor's dispatcher threads;
  * the handlers of one token never run concurrently with each other. (An
  * operation a handler starts on its own token is submitted when the handler
- * returns; another thread starting one while that handler runs gets -EBUSY.)
+ * returns, and so is one another thread starts on it meanwhile.)
  *
  * Descriptors: give non-blocking ones. The emulated engine performs accept,
  * connect and sendfile with the descriptor's own mode, so a blocking one holds
@@ -112,7 +112,8 @@ struct cr_proactor_config {
     const char *dispatch;    /* "single" | "lf" | "ring-per-thread"; NULL: "lf" */
     unsigned threads;        /* dispatcher threads (single: 1); 0: number of CPUs */
     unsigned entries;        /* ring size (submission queue entries); 0: 1024 */
-    unsigned engine_threads; /* emulated: threads performing operations; 0: 2 */
+    unsigned engine_threads; /* emulated: threads performing operations, per
+                              * ring; 0: 2 (ring-per-thread: 1) */
 };
 
 /*
