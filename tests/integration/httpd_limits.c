@@ -1,6 +1,7 @@
 /*
  * httpd_limits.c (integration) - cabrank-httpd at its resource limits: with
- * --max-connections 4 under each model, a fifth client waits unanswered
+ * --max-connections 4 under each model (prefork: a pool of 2 workers x 2
+ * threads, as it caps processes), a fifth client waits unanswered
  * while four connections are open and is served once one closes; with a
  * descriptor limit (RLIMIT_NOFILE) far below the clients waiting, the
  * server keeps serving the connections it has, does not spin on EMFILE
@@ -30,7 +31,15 @@ static bool answered_within(int fd, int ms)
 
 static void test_max_connections(const char *root, const char *model)
 {
-    const char *const args[] = {"--model", model, "--threads", "8", "--max-connections", "4", NULL};
+    const char *const threads[] = {"--model",           model, "--threads", "8",
+                                   "--max-connections", "4",   NULL};
+    /* prefork caps processes, not connections: a pool of max-workers x
+     * threads, each serving one connection at a time, gives the same four
+     * (as in test_models). */
+    const char *const prefork[] = {
+        "--model",     model, "--threads",         "2", "--workers", "2", "--max-workers", "2",
+        "--min-spare", "1",   "--max-connections", "4", NULL};
+    const char *const *args = strcmp(model, "prefork") == 0 ? prefork : threads;
     struct cr_test_client cl[MAX_CONNS];
     struct cr_test_client extra;
     struct hc_server s;
