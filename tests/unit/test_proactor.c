@@ -8,7 +8,8 @@
  * sendv, sendfile past the pipe's size) and timed out against one that never
  * reads, connect to a listener and to a closed port, per-operation timeouts
  * and timers, cancel (and cancels racing completions: one final call each),
- * posts from other threads, stop with operations outstanding (every handler
+ * posts from other threads (also while the token's last handler still runs:
+ * handed to its thread, no overlap), stop with operations outstanding (every handler
  * once, tokens freed in their handlers: LSan) and during traffic, EBUSY and
  * ESHUTDOWN; then the forced fallback to the emulated engine (one log line)
  * and bad configurations.
@@ -639,6 +640,63 @@ START_TEST(posts_from_other_threads_reach_their_ring)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- hand-off */
+
+struct slow {
+    struct cr_aop op;
+    int entered;
+    int calls;
+    int inside;
+    int overlaps;
+    int gate;
+};
+
+static void on_slow(struct cr_aop *op, ssize_t res, unsigned flags)
+{
+    struct slow *sl = (struct slow *)op;
+
+    (void)flags;
+    if (__atomic_exchange_n(&sl->inside, 1, __ATOMIC_ACQ_REL) != 0)
+        add_int(&sl->overlaps, 1);
+    add_int(&sl->entered, 1);
+    /* The first call stays until the test opens the gate, so the test starts
+     * the next operation while it runs. */
+    if (res == 1) {
+        uint64_t end = cr_test_now_ms() + WAIT_MS;
+
+        while (!load_int(&sl->gate) && cr_test_now_ms() < end)
+            usleep(1000);
+    }
+    __atomic_store_n(&sl->inside, 0, __ATOMIC_RELEASE);
+    add_int(&sl->calls, 1);
+}
+
+START_TEST(a_start_while_the_last_handler_runs_waits_for_it)
+{
+    struct cr_proactor *p = open_case(_i);
+    struct slow sl = {0};
+
+    if (p == NULL)
+        return;
+    cr_aop_init(&sl.op, p, 0, on_slow);
+    ck_assert_int_eq(cr_aop_post(&sl.op, 1), 0);
+    wait_count(&sl.entered, 1);
+    /* The token is free (its handler may restart it) but its handler runs:
+     * the post is taken now and dispatched after that handler returns. */
+    ck_assert(!cr_aop_is_busy(&sl.op));
+    ck_assert_int_eq(cr_aop_post(&sl.op, 2), 0);
+    ck_assert(cr_aop_is_busy(&sl.op));
+    ck_assert_int_eq(cr_aop_post(&sl.op, 3), -EBUSY);
+    usleep(20 * 1000);
+    ck_assert_int_eq(load_int(&sl.entered), 1);
+    __atomic_store_n(&sl.gate, 1, __ATOMIC_RELEASE);
+    wait_count(&sl.calls, 2);
+    ck_assert_int_eq(load_int(&sl.overlaps), 0);
+    close_case(p);
+    ck_assert_int_eq(sl.calls, 2);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- stop */
 
 struct heap_tok {
@@ -927,6 +985,7 @@ Suite *proactor_suite(void)
     tcase_add_loop_test(tc, cancel_completes_with_ecanceled_once_even_racing_a_completion, 0,
                         NCASES);
     tcase_add_loop_test(tc, posts_from_other_threads_reach_their_ring, 0, NCASES);
+    tcase_add_loop_test(tc, a_start_while_the_last_handler_runs_waits_for_it, 0, NCASES);
     tcase_add_loop_test(tc, stop_runs_every_outstanding_handler_once, 0, NCASES);
     tcase_add_loop_test(tc, sends_to_a_reader_that_never_reads_time_out, 0, NCASES);
     tcase_add_loop_test(tc, stop_during_traffic_ends_every_token_once, 0, NCASES);
