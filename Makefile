@@ -79,7 +79,7 @@ FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] te
 # pkg-config module:Debian package, and command:Debian package.
 PKG_DEPS := check:check liburing:liburing-dev
 CMD_DEPS := pkg-config:pkg-config clang-format:clang-format
-TEST_CMD_DEPS := curl:curl chromium:chromium
+TEST_CMD_DEPS := curl:curl chromium:chromium wrk:wrk
 
 .PHONY: deps deps-test
 deps:
@@ -141,7 +141,14 @@ define prog_rule
 $$(OUT_$(1))/$(call prog_name,$(2)): $$(patsubst %.c,$$(OBJ_$(1))/%.o,$(2)) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
 endef
-$(foreach v,$(VARIANTS),$(foreach m,$(APP_MAIN_SRCS),$(eval $(call prog_rule,$(v),$(m)))))
+$(foreach v,$(VARIANTS),$(foreach m,$(filter-out apps/bench/main.c,$(APP_MAIN_SRCS)),$(eval $(call prog_rule,$(v),$(m)))))
+# cabrank-bench serves the line protocol with the test services (tests/support), so it links
+# them too (before the libraries they use).
+define bench_prog_rule
+$$(OUT_$(1))/cabrank-bench: $$(OBJ_$(1))/apps/bench/main.o $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
+endef
+$(if $(filter apps/bench/main.c,$(APP_MAIN_SRCS)),$(foreach v,$(VARIANTS),$(eval $(call bench_prog_rule,$(v)))))
 
 # ---------------------------------------------------------------- release extras
 $(BUILD)/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)
@@ -159,7 +166,7 @@ $(BUILD)/cabrank.pc: Makefile
 # Benchmarks: bench/<name>.c, linked with the test services.
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
-$(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(release_SUPP_OBJS) $(BUILD)/libcabrank.a
+$(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(release_SUPP_OBJS) $(BUILD)/libapps.a $(BUILD)/libcabrank.a
 	@mkdir -p $(@D)
 	$(CC) -pthread -o $@ $^ $(DEP_LIBS)
 
@@ -175,9 +182,13 @@ tsan: tsan-all
 
 # ---------------------------------------------------------------- run, test
 .PHONY: bench
-# The thread-pool benchmark (issue figures in the README); BENCH_ARGS passes options.
-bench: $(BENCH_BINS)
-	$(BUILD)/bench/pools $(BENCH_ARGS)
+# The architecture lab's short default sweep (under 5 minutes on 2 cores): every model and the
+# peers installed, into bench/results/ (results.csv, results.md, plot-*.svg). BENCH_ARGS adds
+# flags; a list given again replaces the default (cabrank-bench --help).
+BENCH_DEFAULT := --seconds 1 --concurrency 1,16,128 --rates 2000,20000 --interval-clients 200 \
+                 --out bench/results
+bench: all
+	$(BUILD)/cabrank-bench $(BENCH_DEFAULT) $(BENCH_ARGS)
 
 .PHONY: run test test-unit format format-check tidy fuzz clean install uninstall
 run: deps

@@ -7,7 +7,8 @@
  *     outstanding, driven by one epoll thread;
  *   - the server's CPU time and context switches per request during the
  *     throughput phase, from /proc/<pid>/task/<tid>/{stat,status}, over its
- *     worker processes too under the process models.
+ *     worker processes too under the process models (apps/bench/procstat.c,
+ *     shared with cabrank-bench).
  * Models: every one cr_server_models() lists (lf under each promotion);
  * prefork gets enough workers up front for every client at once.
  * It prints a Markdown table, the ratios the issue targets (lf vs hshr), and
@@ -21,10 +22,10 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
+#include "../apps/bench/procstat.h"
 #include "services.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -61,11 +62,6 @@ struct result {
     double cpu_us_per_req;
     double cs_per_req;
     bool ok;
-};
-
-struct proc_usage {
-    double cpu_s;
-    uint64_t switches;
 };
 
 static void die(const char *what)
@@ -152,103 +148,6 @@ static void stop_server(pid_t pid)
     }
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
-}
-
-/* Adds the CPU time and context switches of the process's threads to u,
- * and of its children, recursively (the process models' workers). */
-static void add_usage(pid_t pid, struct proc_usage *u, int depth)
-{
-    char path[64];
-    DIR *d;
-    struct dirent *e;
-    long tick = sysconf(_SC_CLK_TCK);
-
-    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-    d = opendir(path);
-    if (d == NULL)
-        return;
-    while ((e = readdir(d)) != NULL) {
-        char file[320];
-        char buf[4096];
-        FILE *f;
-        size_t n;
-
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(file, sizeof(file), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
-        f = fopen(file, "r");
-        if (f != NULL) {
-            n = fread(buf, 1, sizeof(buf) - 1, f);
-            fclose(f);
-            buf[n] = '\0';
-            /* Fields after the parenthesised name: utime is the 14th, stime the 15th. */
-            char *p = strrchr(buf, ')');
-            unsigned long ut = 0;
-            unsigned long st = 0;
-
-            if (p != NULL &&
-                sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
-                u->cpu_s += (double)(ut + st) / (double)tick;
-        }
-        snprintf(file, sizeof(file), "/proc/%d/task/%s/status", (int)pid, e->d_name);
-        f = fopen(file, "r");
-        if (f != NULL) {
-            char line[256];
-
-            while (fgets(line, sizeof(line), f) != NULL) {
-                unsigned long long v;
-
-                if (sscanf(line, "voluntary_ctxt_switches: %llu", &v) == 1 ||
-                    sscanf(line, "nonvoluntary_ctxt_switches: %llu", &v) == 1)
-                    u->switches += v;
-            }
-            fclose(f);
-        }
-        snprintf(file, sizeof(file), "/proc/%d/task/%s/children", (int)pid, e->d_name);
-        f = fopen(file, "r");
-        if (f != NULL) {
-            int child;
-
-            while (depth < 4 && fscanf(f, "%d", &child) == 1)
-                add_usage(child, u, depth + 1);
-            fclose(f);
-        }
-    }
-    closedir(d);
-}
-
-/*
- * The server's CPU time and context switches: its threads and its live
- * descendants, plus the CPU time of the children it reaped (cutime, cstime of
- * its stat: forking's exited children; their context switches are lost).
- */
-static struct proc_usage read_usage(pid_t pid)
-{
-    struct proc_usage u = {0};
-    char file[64];
-    char buf[4096];
-    long tick = sysconf(_SC_CLK_TCK);
-    FILE *f;
-
-    add_usage(pid, &u, 0);
-    snprintf(file, sizeof(file), "/proc/%d/stat", (int)pid);
-    f = fopen(file, "r");
-    if (f != NULL) {
-        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-        char *p;
-        long cut = 0;
-        long cst = 0;
-
-        fclose(f);
-        buf[n] = '\0';
-        /* cutime and cstime are the 16th and 17th fields. */
-        p = strrchr(buf, ')');
-        if (p != NULL &&
-            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %ld %ld", &cut,
-                   &cst) == 2)
-            u.cpu_s += (double)(cut + cst) / (double)tick;
-    }
-    return u;
 }
 
 /* ------------------------------------------------------------ clients */
@@ -357,8 +256,8 @@ static bool measure_throughput(pid_t pid, uint16_t port, const struct options *o
 {
     static struct client cl[MAX_CLIENTS];
     struct epoll_event evs[MAX_CLIENTS];
-    struct proc_usage u0;
-    struct proc_usage u1;
+    struct bench_usage u0;
+    struct bench_usage u1;
     uint64_t done = 0;
     uint64_t t0;
     uint64_t end;
@@ -379,7 +278,7 @@ static bool measure_throughput(pid_t pid, uint16_t port, const struct options *o
         if (write(cl[i].fd, req, (size_t)len) != len)
             die("write");
     }
-    u0 = read_usage(pid);
+    bench_usage_read(pid, &u0);
     t0 = cr_clock_now_ns();
     end = t0 + (uint64_t)(o->seconds * 1e9);
     while (ok && cr_clock_now_ns() < end) {
@@ -406,10 +305,10 @@ static bool measure_throughput(pid_t pid, uint16_t port, const struct options *o
             }
         }
     }
-    u1 = read_usage(pid);
+    bench_usage_read(pid, &u1);
     r->rps = (double)done / ((double)(cr_clock_now_ns() - t0) / 1e9);
     r->cpu_us_per_req = done ? (u1.cpu_s - u0.cpu_s) * 1e6 / (double)done : 0;
-    r->cs_per_req = done ? (double)(u1.switches - u0.switches) / (double)done : 0;
+    r->cs_per_req = done ? (double)(u1.ctxsw - u0.ctxsw) / (double)done : 0;
     for (int i = 0; i < o->clients; i++)
         close(cl[i].fd);
     close(ep);

@@ -1,0 +1,1101 @@
+/*
+ * main.c - cabrank-bench, the architecture lab: runs cabrank-httpd under each model and
+ * option set asked for (and the line-protocol service in a forked server of the same
+ * model), and the peers installed (nginx, h2o, lighttpd, Apache event and prefork), drives
+ * them with wrk (HTTP, keep-alive and Connection: close), its own line-protocol load
+ * (closed and open loop) and the pattern paper's intervals, sweeping connections and rates,
+ * and measures per point req/s, latency percentiles, the server's CPU time and context
+ * switches per request and its peak RSS (procstat.h). Rows go to <out>/results.csv as they
+ * are measured; at the end the report side (report.h) writes results.md and the SVG plots.
+ * A progress line per point goes to stderr.
+ *
+ * Single-threaded. Children: the server under test (its own session, stopped by TERM then
+ * KILL of its group), wrk. INT/TERM stop the sweep after the current point; the rows
+ * measured so far are still reported.
+ */
+#include <cabrank/log.h>
+#include <cabrank/server.h>
+
+#include "driver.h"
+#include "procstat.h"
+#include "report.h"
+#include "services.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CONFIGS   32
+#define MAX_WORKLOADS 16
+#define MAX_POINTS    16
+#define MAX_CONNS     1024
+#define SPAWN_MS      10000
+
+static const char *const default_workloads =
+    "http:hello.txt,http:64k.bin,http-close:hello.txt,line,line-open,interval";
+
+struct options {
+    const char *httpd;
+    char httpd_buf[PATH_MAX];
+    char *configs[MAX_CONFIGS];
+    int nconfigs;
+    char *peers[8];
+    int npeers;
+    bool peers_given;
+    char *workloads[MAX_WORKLOADS];
+    int nworkloads;
+    unsigned conc[MAX_POINTS];
+    int nconc;
+    double rates[MAX_POINTS];
+    int nrates;
+    unsigned open_connections;
+    double seconds;
+    double warmup;
+    const char *out_dir;
+    int threads;
+    unsigned interval_clients;
+    unsigned wrk_threads;
+    char *command; /* the command line, for the report */
+};
+
+/* The parts of a config "model[:option]". */
+struct config {
+    char model[32];
+    char option[32];
+};
+
+struct ctx {
+    const struct options *o;
+    char workdir[PATH_MAX];
+    char script[PATH_MAX];
+    FILE *csv;
+    struct bench_rows rows;
+    int point;
+    int total;
+    bool wrk;
+};
+
+static volatile sig_atomic_t stopping;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    stopping = 1;
+}
+
+/* ------------------------------------------------------------ flags */
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: cabrank-bench [options]\n"
+        "Runs cabrank-httpd under each model, and the peers installed, under the same loads;\n"
+        "writes results.csv, results.md and plot-<workload>.svg into the output directory.\n"
+        "\n"
+        "  --configs LIST     cabrank configurations, model[:option] (lf:lifo, lf:fifo, hshr,\n"
+        "                     reactor, tpc, forking, prefork, proactor:single, proactor:lf,\n"
+        "                     proactor:ring-per-thread...; default: every model the server's\n"
+        "                     --help lists, lf under lifo and fifo, proactor under each dispatch)\n"
+        "  --peers LIST       nginx, h2o, lighttpd, apache-event, apache-prefork\n"
+        "                     (default: those installed)\n"
+        "  --no-peers         cabrank only\n"
+        "  --workloads LIST   http:<file>, http-close:<file> (files hello.txt, 1k.bin, 64k.bin,\n"
+        "                     1m.bin), line, line-open, interval (default\n"
+        "                     %s)\n"
+        "  --concurrency LIST connections per point, 1..1024 (default 1,8,64,256,1024)\n"
+        "  --rates LIST       line-open: requests/s per point (default 1000,10000,50000)\n"
+        "  --open-connections N  line-open: connections (default 16)\n"
+        "  --seconds S        per point (default 3; wrk rounds up to whole seconds)\n"
+        "  --warmup S         wrk warm-up per HTTP server, not recorded (default 1, 0: none)\n"
+        "  --threads N        server threads (cabrank-httpd --threads; default its own)\n"
+        "  --interval-clients N  interval: sequential clients measured (default 500)\n"
+        "  --wrk-threads N    wrk threads (default 1)\n"
+        "  --httpd PATH       cabrank-httpd (default: beside this program)\n"
+        "  --out DIR          output directory (default bench/results)\n"
+        "  --help             this text\n",
+        default_workloads);
+}
+
+static void bad(const char *what)
+{
+    fprintf(stderr, "cabrank-bench: %s\n", what);
+    usage(stderr);
+    exit(2);
+}
+
+/* Splits a comma list (modified in place) into out[0..max). */
+static int split(char *list, char **out, int max, const char *flag)
+{
+    char *save = NULL;
+    int n = 0;
+
+    for (char *t = strtok_r(list, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
+        if (n == max) {
+            fprintf(stderr, "cabrank-bench: too many values for %s (at most %d)\n", flag, max);
+            exit(2);
+        }
+        out[n++] = t;
+    }
+    return n;
+}
+
+static double parse_num(const char *flag, const char *v, double lo, double hi)
+{
+    char *end;
+    double x = strtod(v, &end);
+
+    if (end == v || *end != '\0' || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "cabrank-bench: %s %s: want a number in [%g, %g]\n", flag, v, lo, hi);
+        exit(2);
+    }
+    return x;
+}
+
+static bool is_known_workload(const char *w)
+{
+    const char *file = NULL;
+
+    if (strcmp(w, "line") == 0 || strcmp(w, "line-open") == 0 || strcmp(w, "interval") == 0)
+        return true;
+    if (strncmp(w, "http:", 5) == 0)
+        file = w + 5;
+    else if (strncmp(w, "http-close:", 11) == 0)
+        file = w + 11;
+    return file != NULL && bench_file_size(file) >= 0;
+}
+
+/* The command line, shell-quoted where needed, for the report's header. */
+static char *join_command(int argc, char **argv)
+{
+    size_t cap = 1;
+    char *s;
+
+    for (int i = 0; i < argc; i++)
+        cap += strlen(argv[i]) * 4 + 3;
+    s = calloc(1, cap);
+    if (s == NULL)
+        return NULL;
+    for (int i = 0; i < argc; i++) {
+        bool plain = argv[i][0] != '\0';
+
+        for (const char *p = argv[i]; *p; p++)
+            plain = plain && (isalnum((unsigned char)*p) || strchr("-_./:,=+@", *p) != NULL);
+        if (i > 0)
+            strcat(s, " ");
+        if (plain) {
+            strcat(s, argv[i]);
+            continue;
+        }
+        strcat(s, "'");
+        for (const char *p = argv[i]; *p; p++) {
+            if (*p == '\'')
+                strcat(s, "'\\''");
+            else
+                strncat(s, p, 1);
+        }
+        strcat(s, "'");
+    }
+    return s;
+}
+
+static void parse_args(struct options *o, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        char *a = argv[i];
+        char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *eq = strchr(a, '=');
+
+        if (strncmp(a, "--", 2) == 0 && eq != NULL) {
+            *eq = '\0';
+            v = eq + 1;
+            i--; /* the value is not a separate argument */
+        }
+        if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (strcmp(a, "--no-peers") == 0) {
+            o->peers_given = true;
+            o->npeers = 0;
+            i += eq != NULL;
+            continue;
+        } else if (v == NULL) {
+            fprintf(stderr, "cabrank-bench: unknown or incomplete option '%s'\n", a);
+            usage(stderr);
+            exit(2);
+        }
+        i++;
+        if (strcmp(a, "--configs") == 0) {
+            o->nconfigs = split(v, o->configs, MAX_CONFIGS, a);
+            for (int k = 0; k < o->nconfigs; k++) {
+                o->configs[k] = strdup(o->configs[k]);
+                if (o->configs[k] == NULL)
+                    bad("out of memory");
+            }
+        } else if (strcmp(a, "--peers") == 0) {
+            o->peers_given = true;
+            o->npeers = split(v, o->peers, 7, a);
+        } else if (strcmp(a, "--workloads") == 0) {
+            o->nworkloads = split(v, o->workloads, MAX_WORKLOADS, a);
+        } else if (strcmp(a, "--concurrency") == 0) {
+            char *vals[MAX_POINTS];
+
+            o->nconc = split(v, vals, MAX_POINTS, a);
+            for (int k = 0; k < o->nconc; k++)
+                o->conc[k] = (unsigned)parse_num(a, vals[k], 1, MAX_CONNS);
+        } else if (strcmp(a, "--rates") == 0) {
+            char *vals[MAX_POINTS];
+
+            o->nrates = split(v, vals, MAX_POINTS, a);
+            for (int k = 0; k < o->nrates; k++)
+                o->rates[k] = parse_num(a, vals[k], 1, 1e7);
+        } else if (strcmp(a, "--open-connections") == 0) {
+            o->open_connections = (unsigned)parse_num(a, v, 1, MAX_CONNS);
+        } else if (strcmp(a, "--seconds") == 0) {
+            o->seconds = parse_num(a, v, 0.1, 3600);
+        } else if (strcmp(a, "--warmup") == 0) {
+            o->warmup = parse_num(a, v, 0, 600);
+        } else if (strcmp(a, "--threads") == 0) {
+            o->threads = (int)parse_num(a, v, 1, 4096);
+        } else if (strcmp(a, "--interval-clients") == 0) {
+            o->interval_clients = (unsigned)parse_num(a, v, 1, 1000000);
+        } else if (strcmp(a, "--wrk-threads") == 0) {
+            o->wrk_threads = (unsigned)parse_num(a, v, 1, 64);
+        } else if (strcmp(a, "--httpd") == 0) {
+            o->httpd = v;
+        } else if (strcmp(a, "--out") == 0) {
+            o->out_dir = v;
+        } else {
+            fprintf(stderr, "cabrank-bench: unknown option '%s'\n", a);
+            usage(stderr);
+            exit(2);
+        }
+    }
+    if (o->nworkloads == 0) {
+        static char defaults[256];
+
+        snprintf(defaults, sizeof(defaults), "%s", default_workloads);
+        o->nworkloads = split(defaults, o->workloads, MAX_WORKLOADS, "--workloads");
+    }
+    for (int i = 0; i < o->nworkloads; i++) {
+        if (!is_known_workload(o->workloads[i])) {
+            fprintf(stderr, "cabrank-bench: unknown workload '%s'\n", o->workloads[i]);
+            bad("--workloads: http:<file>, http-close:<file>, line, line-open, interval");
+        }
+    }
+    for (int i = 0; i < o->npeers; i++) {
+        bool known = false;
+
+        for (int k = 0; bench_peer_names[k] != NULL; k++)
+            known = known || strcmp(bench_peer_names[k], o->peers[i]) == 0;
+        if (!known)
+            bad("--peers: nginx, h2o, lighttpd, apache-event, apache-prefork");
+    }
+}
+
+/* ------------------------------------------------------------ configurations */
+
+/* cabrank-httpd beside this program, else build/cabrank-httpd. */
+static void default_httpd(struct options *o)
+{
+    ssize_t n = readlink("/proc/self/exe", o->httpd_buf, sizeof(o->httpd_buf) - 1);
+    char *slash;
+
+    o->httpd = "build/cabrank-httpd";
+    if (n <= 0)
+        return;
+    o->httpd_buf[n] = '\0';
+    slash = strrchr(o->httpd_buf, '/');
+    if (slash == NULL ||
+        (size_t)(slash - o->httpd_buf) + sizeof("/cabrank-httpd") > sizeof(o->httpd_buf))
+        return;
+    strcpy(slash, "/cabrank-httpd");
+    if (access(o->httpd_buf, X_OK) == 0)
+        o->httpd = o->httpd_buf;
+}
+
+/* Runs argv, returns its stdout (up to cap - 1 bytes, NUL-terminated). */
+static bool capture(char *const argv[], char *out, size_t cap)
+{
+    int pfd[2];
+    size_t used = 0;
+    pid_t pid;
+    int status;
+
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return false;
+    pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return false;
+    }
+    if (pid == 0) {
+        dup2(pfd[1], STDOUT_FILENO);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    for (;;) {
+        ssize_t n = read(pfd[0], out + used, cap - 1 - used);
+
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0 || (used += (size_t)n) == cap - 1)
+            break;
+    }
+    out[used] = '\0';
+    close(pfd[0]);
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 && used > 0;
+}
+
+static void add_config(struct options *o, const char *spec)
+{
+    if (o->nconfigs < MAX_CONFIGS)
+        o->configs[o->nconfigs++] = strdup(spec);
+}
+
+/*
+ * The models `httpd --help` lists on its --model line ("  --model NAME   reactor, lf, hshr,
+ * tpc (default lf)": the words up to the "("), lf under lifo and fifo, proactor under each
+ * dispatcher.
+ */
+static void default_configs(struct options *o)
+{
+    static char help[65536];
+    char *argv[] = {(char *)o->httpd, "--help", NULL};
+    char *p;
+    char *end;
+
+    if (!capture(argv, help, sizeof(help)) || (p = strstr(help, "--model NAME")) == NULL) {
+        fprintf(stderr, "cabrank-bench: %s --help lists no models\n", o->httpd);
+        exit(1);
+    }
+    p += strlen("--model NAME");
+    end = strstr(p, "\n  --");
+    if (end != NULL)
+        *end = '\0';
+    while (*p != '\0' && *p != '(') {
+        char *w;
+
+        if (!islower((unsigned char)*p)) {
+            p++;
+            continue;
+        }
+        w = p;
+        while (isalnum((unsigned char)*p) || *p == '-' || *p == '_')
+            p++;
+        if (*p != '\0')
+            *p++ = '\0';
+        if (strcmp(w, "or") == 0 || strcmp(w, "and") == 0)
+            continue;
+        if (strcmp(w, "lf") == 0) {
+            add_config(o, "lf:lifo");
+            add_config(o, "lf:fifo");
+        } else if (strcmp(w, "proactor") == 0) {
+            add_config(o, "proactor:single");
+            add_config(o, "proactor:lf");
+            add_config(o, "proactor:ring-per-thread");
+        } else {
+            add_config(o, w);
+        }
+    }
+    if (o->nconfigs == 0) {
+        fprintf(stderr, "cabrank-bench: no models on the --model line of %s --help\n", o->httpd);
+        exit(1);
+    }
+}
+
+static void split_config(const char *spec, struct config *c)
+{
+    const char *colon = strchr(spec, ':');
+
+    memset(c, 0, sizeof(*c));
+    if (colon == NULL) {
+        snprintf(c->model, sizeof(c->model), "%s", spec);
+        return;
+    }
+    snprintf(c->model, sizeof(c->model), "%.*s", (int)(colon - spec), spec);
+    snprintf(c->option, sizeof(c->option), "%s", colon + 1);
+}
+
+/* The flag a config's option sets, by model. */
+static const char *option_flag(const char *model)
+{
+    if (strcmp(model, "lf") == 0)
+        return "--promotion";
+    if (strcmp(model, "proactor") == 0)
+        return "--dispatch";
+    if (strcmp(model, "prefork") == 0)
+        return "--accept-lock";
+    return NULL;
+}
+
+static unsigned max_conc(const struct options *o)
+{
+    unsigned m = o->open_connections;
+
+    for (int i = 0; i < o->nconc; i++)
+        m = o->conc[i] > m ? o->conc[i] : m;
+    return m;
+}
+
+/* Prefork holds a worker thread per open connection: enough workers for the largest
+ * concurrency, started up front rather than grown by the manager during a point. */
+static int prefork_workers(const struct options *o)
+{
+    int threads = o->threads > 0 ? o->threads : 1;
+    int w = (int)(max_conc(o) + (unsigned)threads - 1) / threads + 1;
+
+    return w > 1100 ? 1100 : w;
+}
+
+/* ------------------------------------------------------------ rows */
+
+static bool workload_is(const char *w, const char *prefix)
+{
+    return strncmp(w, prefix, strlen(prefix)) == 0;
+}
+
+static bool is_http(const char *w)
+{
+    return workload_is(w, "http:") || workload_is(w, "http-close:") || strcmp(w, "interval") == 0;
+}
+
+static bool is_line(const char *w)
+{
+    return strcmp(w, "line") == 0 || strcmp(w, "line-open") == 0;
+}
+
+static int points_of(const struct options *o, const char *w)
+{
+    if (strcmp(w, "interval") == 0)
+        return 1;
+    return strcmp(w, "line-open") == 0 ? o->nrates : o->nconc;
+}
+
+static void emit(struct ctx *x, const struct bench_row *row)
+{
+    int err = bench_csv_write_row(x->csv, row);
+
+    if (err == 0)
+        err = fflush(x->csv) == 0 ? 0 : -EIO;
+    if (err == 0)
+        err = bench_rows_add(&x->rows, row);
+    if (err < 0)
+        fprintf(stderr, "cabrank-bench: a row of %s: %s\n", row->workload, strerror(-err));
+}
+
+static void fill_usage(struct bench_row *row, const struct bench_usage *u0,
+                       const struct bench_usage *u1, uint64_t requests)
+{
+    if (u1->processes == 0)
+        return;
+    row->peak_rss_kb = (double)u1->hwm_kb;
+    if (requests == 0)
+        return;
+    row->cpu_us_per_req = (u1->cpu_s - u0->cpu_s) * 1e6 / (double)requests;
+    row->ctxsw_per_req = (double)(u1->ctxsw - u0->ctxsw) / (double)requests;
+}
+
+static void progress_start(struct ctx *x, const char *server, const char *config, const char *w,
+                           const char *point)
+{
+    x->point++;
+    fprintf(stderr, "[%d/%d] %s %s %s ... ", x->point, x->total,
+            strcmp(server, "cabrank") == 0 ? config : server, w, point);
+    fflush(stderr);
+}
+
+static void progress_end(const struct bench_row *row)
+{
+    if (isnan(row->rps) || row->rps == 0)
+        fprintf(stderr, "p50 %.0f p99 %.0f µs, %llu errors\n", row->p50_us, row->p99_us,
+                (unsigned long long)row->errors);
+    else
+        fprintf(stderr, "%.0f req/s, p99 %.0f µs, %llu errors\n", row->rps, row->p99_us,
+                (unsigned long long)row->errors);
+}
+
+static void start_row(struct bench_row *row, const char *w, const char *server, const char *config)
+{
+    bench_row_init(row);
+    snprintf(row->workload, sizeof(row->workload), "%s", w);
+    snprintf(row->server, sizeof(row->server), "%s", server);
+    snprintf(row->config, sizeof(row->config), "%s", config);
+}
+
+static void fill_load(struct bench_row *row, const struct bench_load_result *r)
+{
+    row->rps = r->rps;
+    row->p50_us = r->pcts.p50_us;
+    row->p90_us = r->pcts.p90_us;
+    row->p99_us = r->pcts.p99_us;
+    row->p999_us = r->pcts.p999_us;
+    row->errors = r->errors;
+    row->seconds = r->seconds;
+}
+
+/* ------------------------------------------------------------ HTTP points */
+
+static void http_points(struct ctx *x, const struct bench_server *s, const char *server,
+                        const char *config, const char *w)
+{
+    const struct options *o = x->o;
+    bool close_mode = workload_is(w, "http-close:");
+    char path[128];
+
+    snprintf(path, sizeof(path), "/%s", strchr(w, ':') + 1);
+    for (int i = 0; i < o->nconc && !stopping; i++) {
+        struct bench_http_load l = {
+            .port = s->port,
+            .path = path,
+            .connections = o->conc[i],
+            .seconds = o->seconds,
+            .close = close_mode,
+            .script = x->script,
+            .threads = o->wrk_threads,
+        };
+        struct bench_load_result r;
+        struct bench_usage u0;
+        struct bench_usage u1;
+        struct bench_row row;
+        char pt[32];
+        int err;
+
+        snprintf(pt, sizeof(pt), "c=%u", o->conc[i]);
+        progress_start(x, server, config, w, pt);
+        start_row(&row, w, server, config);
+        row.concurrency = o->conc[i];
+        bench_usage_read(s->pid, &u0);
+        err = bench_wrk_run(&l, &r);
+        bench_usage_read(s->pid, &u1);
+        if (err < 0) {
+            fprintf(stderr, "wrk failed: %s\n", strerror(-err));
+            continue;
+        }
+        fill_load(&row, &r);
+        fill_usage(&row, &u0, &u1, r.requests);
+        emit(x, &row);
+        progress_end(&row);
+    }
+}
+
+static void interval_points(struct ctx *x, const struct bench_server *s, const char *server,
+                            const char *config)
+{
+    static const char *const names[3] = {"interval:t_conn", "interval:t_res1", "interval:t_res2"};
+    struct bench_interval_load l = {
+        .port = s->port,
+        .path = "/hello.txt",
+        .size = 13,
+        .clients = x->o->interval_clients,
+        .requests = 4,
+        .seconds = x->o->seconds * 2 > 5 ? x->o->seconds * 2 : 5,
+    };
+    struct bench_interval_result r;
+    char pt[32];
+
+    if (stopping)
+        return;
+    snprintf(pt, sizeof(pt), "%u clients", l.clients);
+    progress_start(x, server, config, "interval", pt);
+    if (bench_intervals_run(&l, &r) < 0) {
+        fprintf(stderr, "failed\n");
+        return;
+    }
+    for (int k = 0; k < 3; k++) {
+        const struct bench_pcts *p = k == 0 ? &r.conn : k == 1 ? &r.res1 : &r.res2;
+        struct bench_row row;
+
+        start_row(&row, names[k], server, config);
+        row.concurrency = 1;
+        row.rps = 0;
+        row.p50_us = p->p50_us;
+        row.p90_us = p->p90_us;
+        row.p99_us = p->p99_us;
+        row.p999_us = p->p999_us;
+        row.errors = r.errors;
+        row.seconds = r.seconds;
+        emit(x, &row);
+    }
+    fprintf(stderr, "%u clients: t_conn p50 %.0f, t_res1 p50 %.0f, t_res2+ p50 %.0f µs%s%s\n",
+            r.clients, r.conn.p50_us, r.res1.p50_us, r.res2.p50_us, r.why ? "; stopped: " : "",
+            r.why ? r.why : "");
+}
+
+/* Every HTTP workload against one running server. */
+static void http_workloads(struct ctx *x, const struct bench_server *s, const char *server,
+                           const char *config)
+{
+    const struct options *o = x->o;
+
+    if (o->warmup > 0) {
+        struct bench_http_load l = {.port = s->port,
+                                    .path = "/hello.txt",
+                                    .connections = 8,
+                                    .seconds = o->warmup,
+                                    .script = x->script};
+        struct bench_load_result r;
+
+        if (bench_wrk_run(&l, &r) < 0)
+            fprintf(stderr, "cabrank-bench: warm-up of %s %s failed\n", server, config);
+    }
+    for (int i = 0; i < o->nworkloads && !stopping; i++) {
+        const char *w = o->workloads[i];
+
+        if (strcmp(w, "interval") == 0)
+            interval_points(x, s, server, config);
+        else if (is_http(w))
+            http_points(x, s, server, config, w);
+    }
+}
+
+/* ------------------------------------------------------------ line points */
+
+static void line_workloads(struct ctx *x, const struct bench_server *s, const char *config)
+{
+    const struct options *o = x->o;
+
+    for (int i = 0; i < o->nworkloads && !stopping; i++) {
+        const char *w = o->workloads[i];
+        bool open = strcmp(w, "line-open") == 0;
+
+        if (!is_line(w))
+            continue;
+        for (int k = 0; k < points_of(o, w) && !stopping; k++) {
+            struct bench_line_load l = {
+                .port = s->port,
+                .connections = open ? o->open_connections : o->conc[k],
+                .seconds = o->seconds,
+                .rate = open ? o->rates[k] : 0,
+            };
+            struct bench_load_result r;
+            struct bench_usage u0;
+            struct bench_usage u1;
+            struct bench_row row;
+            char pt[48];
+            int err;
+
+            if (open)
+                snprintf(pt, sizeof(pt), "c=%u rate=%.0f", l.connections, l.rate);
+            else
+                snprintf(pt, sizeof(pt), "c=%u", l.connections);
+            progress_start(x, "cabrank", config, w, pt);
+            start_row(&row, w, "cabrank", config);
+            row.concurrency = l.connections;
+            row.rate = l.rate;
+            bench_usage_read(s->pid, &u0);
+            err = bench_line_run(&l, &r);
+            bench_usage_read(s->pid, &u1);
+            if (err < 0) {
+                fprintf(stderr, "failed: %s\n", strerror(-err));
+                continue;
+            }
+            fill_load(&row, &r);
+            fill_usage(&row, &u0, &u1, r.requests);
+            emit(x, &row);
+            progress_end(&row);
+        }
+    }
+}
+
+/*
+ * Forks the line-protocol server (tests/support's line service) under the config's model,
+ * in its own session; the child reports its port through a pipe. 0 or -errno.
+ */
+static int start_line_server(const struct options *o, const struct config *c,
+                             struct bench_server *s)
+{
+    uint16_t port;
+    int pfd[2];
+    pid_t pid;
+
+    if (pipe2(pfd, O_CLOEXEC) < 0)
+        return -errno;
+    pid = fork();
+    if (pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return -errno;
+    }
+    if (pid == 0) {
+        struct cr_server_config cfg = {
+            .model = c->model,
+            .listen = {"127.0.0.1:0"},
+            .threads = o->threads,
+            .max_connections = 4096,
+        };
+        struct cr_test_svc line;
+        struct cr_server *srv;
+        char addr[64];
+        const char *colon;
+        int err;
+
+        setsid();
+        close(pfd[0]);
+        if (strcmp(c->model, "lf") == 0 && c->option[0])
+            cfg.promotion = c->option;
+        if (strcmp(c->model, "proactor") == 0 && c->option[0])
+            cfg.dispatch = c->option;
+        if (strcmp(c->model, "prefork") == 0) {
+            cfg.workers = prefork_workers(o);
+            cfg.max_workers = cfg.workers;
+            cfg.max_spare = cfg.workers;
+            if (c->option[0])
+                cfg.accept_lock = c->option;
+        }
+        if (strcmp(c->model, "forking") == 0)
+            cfg.max_workers = (int)max_conc(o) + 8;
+        cr_log_set_level(CR_LOG_WARN);
+        err = cr_test_line_init(&line);
+        if (err == 0) {
+            err = cr_server_create(&srv, &cfg, &line.svc);
+            if (err == 0) {
+                err = cr_server_address(srv, 0, addr, sizeof(addr));
+                if (err < 0)
+                    cr_server_destroy(srv);
+            }
+            if (err < 0)
+                cr_test_svc_fini(&line);
+        }
+        if (err < 0) {
+            fprintf(stderr, "cabrank-bench: line server %s: %s\n", c->model, strerror(-err));
+            _exit(1);
+        }
+        colon = strrchr(addr, ':');
+        port = (uint16_t)atoi(colon + 1);
+        if (write(pfd[1], &port, sizeof(port)) != (ssize_t)sizeof(port))
+            _exit(1);
+        close(pfd[1]);
+        err = cr_server_run(srv);
+        cr_server_destroy(srv);
+        cr_test_svc_fini(&line);
+        _exit(err == 0 ? 0 : 1);
+    }
+    close(pfd[1]);
+    bench_server_adopt(s, pid, 0);
+    if (read(pfd[0], &port, sizeof(port)) != (ssize_t)sizeof(port)) {
+        close(pfd[0]);
+        bench_server_stop(s);
+        return -ECHILD;
+    }
+    close(pfd[0]);
+    s->port = port;
+    return 0;
+}
+
+/* ------------------------------------------------------------ servers */
+
+static int start_httpd(struct ctx *x, const struct config *c, struct bench_server *s)
+{
+    const struct options *o = x->o;
+    char root[PATH_MAX];
+    char log[PATH_MAX];
+    char threads[16];
+    char workers[16];
+    char maxw[16];
+    char *argv[40];
+    const char *flag = option_flag(c->model);
+    int n = 0;
+
+    if (snprintf(root, sizeof(root), "%s/www", x->workdir) >= (int)sizeof(root) ||
+        snprintf(log, sizeof(log), "%s/run/cabrank-httpd.log", x->workdir) >= (int)sizeof(log))
+        return -ENAMETOOLONG;
+    argv[n++] = (char *)o->httpd;
+    argv[n++] = "--listen";
+    argv[n++] = "127.0.0.1:0";
+    argv[n++] = "--root";
+    argv[n++] = root;
+    argv[n++] = "--model";
+    argv[n++] = (char *)c->model;
+    argv[n++] = "--log-level";
+    argv[n++] = "warn";
+    argv[n++] = "--status-path";
+    argv[n++] = "off";
+    /* As the peers' keep-alive: no Connection: close after 1000 requests. */
+    argv[n++] = "--max-requests-per-connection";
+    argv[n++] = "1000000";
+    if (c->option[0] != '\0' && flag != NULL) {
+        argv[n++] = (char *)flag;
+        argv[n++] = (char *)c->option;
+    }
+    if (o->threads > 0) {
+        snprintf(threads, sizeof(threads), "%d", o->threads);
+        argv[n++] = "--threads";
+        argv[n++] = threads;
+    }
+    if (strcmp(c->model, "prefork") == 0) {
+        snprintf(workers, sizeof(workers), "%d", prefork_workers(o));
+        argv[n++] = "--workers";
+        argv[n++] = workers;
+        argv[n++] = "--max-workers";
+        argv[n++] = workers;
+        argv[n++] = "--max-spare";
+        argv[n++] = workers;
+    }
+    if (strcmp(c->model, "forking") == 0) {
+        snprintf(maxw, sizeof(maxw), "%u", max_conc(o) + 8);
+        argv[n++] = "--max-workers";
+        argv[n++] = maxw;
+    }
+    argv[n] = NULL;
+    return bench_server_spawn(argv, log, SPAWN_MS, s);
+}
+
+static bool any_workload(const struct options *o, bool (*pred)(const char *))
+{
+    for (int i = 0; i < o->nworkloads; i++) {
+        if (pred(o->workloads[i]))
+            return true;
+    }
+    return false;
+}
+
+static void run_cabrank(struct ctx *x, const char *spec)
+{
+    struct config c;
+    struct bench_server s;
+    int err;
+
+    split_config(spec, &c);
+    if (any_workload(x->o, is_http) && x->wrk && !stopping) {
+        err = start_httpd(x, &c, &s);
+        if (err < 0) {
+            fprintf(stderr,
+                    "cabrank-bench: cabrank-httpd under %s did not start (%s): skipped; "
+                    "see %s/run/cabrank-httpd.log\n",
+                    spec, strerror(-err), x->workdir);
+        } else {
+            http_workloads(x, &s, "cabrank", spec);
+            bench_server_stop(&s);
+        }
+    }
+    if (any_workload(x->o, is_line) && !stopping) {
+        err = start_line_server(x->o, &c, &s);
+        if (err < 0) {
+            fprintf(stderr, "cabrank-bench: line server under %s did not start: skipped\n", spec);
+        } else {
+            line_workloads(x, &s, spec);
+            bench_server_stop(&s);
+        }
+    }
+}
+
+static void run_peer(struct ctx *x, const char *name)
+{
+    struct bench_peer_cmd cmd;
+    struct bench_server s;
+    uint16_t port;
+    int err;
+
+    if (!any_workload(x->o, is_http) || !x->wrk || stopping)
+        return;
+    err = bench_free_port(&port);
+    if (err == 0)
+        err = bench_peer_prepare(name, x->workdir, port, &cmd);
+    if (err == 0)
+        err = bench_server_spawn_http(cmd.argv, cmd.log, port, SPAWN_MS, &s);
+    if (err < 0) {
+        fprintf(stderr, "cabrank-bench: %s did not start (%s): skipped; see %s/run/\n", name,
+                strerror(-err), x->workdir);
+        return;
+    }
+    /* As peers.sh: every file must come back whole before it is measured. */
+    for (size_t i = 0; i < sizeof(bench_files) / sizeof(bench_files[0]); i++) {
+        char path[64];
+
+        snprintf(path, sizeof(path), "/%s", bench_files[i].name);
+        if (bench_http_check(port, path, &bench_files[i].size, 5000) < 0) {
+            fprintf(stderr, "cabrank-bench: %s serves %s wrong: skipped\n", name, path);
+            bench_server_stop(&s);
+            return;
+        }
+    }
+    http_workloads(x, &s, name, "-");
+    bench_server_stop(&s);
+}
+
+/* ------------------------------------------------------------ main */
+
+static int mkdirs(const char *dir)
+{
+    char p[PATH_MAX];
+
+    snprintf(p, sizeof(p), "%s", dir);
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = '\0';
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            return -errno;
+        *s = '/';
+    }
+    if (mkdir(p, 0755) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+static void machine_text(char *out, size_t cap)
+{
+    char line[256];
+    char model[200] = "";
+    struct utsname u;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+
+    if (f != NULL) {
+        while (fgets(line, sizeof(line), f) != NULL) {
+            char *colon = strchr(line, ':');
+
+            if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
+                snprintf(model, sizeof(model), "%s", colon + 2);
+                model[strcspn(model, "\n")] = '\0';
+                break;
+            }
+        }
+        fclose(f);
+    }
+    if (uname(&u) < 0)
+        memset(&u, 0, sizeof(u));
+    /* A machine text cut short is still a caption. */
+    if (snprintf(out, cap, "%ld x %s, %s %s", sysconf(_SC_NPROCESSORS_ONLN),
+                 model[0] ? model : "CPU", u.sysname, u.release) < 0)
+        out[0] = '\0';
+}
+
+/* Lifts the descriptor limit to its hard cap: 1024 client connections plus the servers'
+ * (which inherit it). */
+static void raise_nofile(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {
+        .seconds = 3,
+        .warmup = 1,
+        .out_dir = "bench/results",
+        .interval_clients = 500,
+        .open_connections = 16,
+        .wrk_threads = 1,
+    };
+    struct ctx x = {.o = &o};
+    struct sigaction sa = {.sa_handler = on_signal};
+    struct bench_report_info info = {0};
+    char path[PATH_MAX];
+    char date[64];
+    char machine[320];
+    time_t now = time(NULL);
+    int err;
+
+    o.command = join_command(argc, argv);
+    parse_args(&o, argc, argv);
+    if (o.nconc == 0) {
+        static const unsigned def[] = {1, 8, 64, 256, 1024};
+
+        memcpy(o.conc, def, sizeof(def));
+        o.nconc = 5;
+    }
+    if (o.nrates == 0) {
+        o.rates[0] = 1000;
+        o.rates[1] = 10000;
+        o.rates[2] = 50000;
+        o.nrates = 3;
+    }
+    if (o.httpd == NULL)
+        default_httpd(&o);
+    if (access(o.httpd, X_OK) != 0) {
+        fprintf(stderr, "cabrank-bench: %s: %s (build it, or give --httpd PATH)\n", o.httpd,
+                strerror(errno));
+        return 1;
+    }
+    if (o.nconfigs == 0)
+        default_configs(&o);
+    if (!o.peers_given) {
+        for (int i = 0; bench_peer_names[i] != NULL; i++) {
+            if (bench_peer_installed(bench_peer_names[i]))
+                o.peers[o.npeers++] = (char *)bench_peer_names[i];
+        }
+    }
+    x.wrk = bench_wrk_found();
+    if (!x.wrk && any_workload(&o, is_http))
+        fprintf(stderr, "cabrank-bench: wrk not found: the HTTP workloads are skipped\n");
+
+    signal(SIGPIPE, SIG_IGN);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    raise_nofile();
+
+    err = mkdirs(o.out_dir);
+    if (err < 0) {
+        fprintf(stderr, "cabrank-bench: %s: %s\n", o.out_dir, strerror(-err));
+        return 1;
+    }
+    snprintf(path, sizeof(path), "%s/results.csv", o.out_dir);
+    x.csv = fopen(path, "w");
+    if (x.csv == NULL || bench_csv_write_header(x.csv) < 0) {
+        fprintf(stderr, "cabrank-bench: %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    err = bench_workdir_create(x.workdir);
+    if (err == 0)
+        err = bench_wrk_script(x.workdir, x.script);
+    if (err < 0) {
+        fprintf(stderr, "cabrank-bench: work directory: %s\n", strerror(-err));
+        return 1;
+    }
+
+    for (int i = 0; i < o.nworkloads; i++) {
+        const char *w = o.workloads[i];
+
+        if (is_line(w))
+            x.total += o.nconfigs * points_of(&o, w);
+        else if (x.wrk)
+            x.total += (o.nconfigs + o.npeers) * points_of(&o, w);
+    }
+    fprintf(stderr, "cabrank-bench: %d configurations, %d peers, %d points of %.1f s\n", o.nconfigs,
+            o.npeers, x.total, o.seconds);
+    for (int i = 0; i < o.nconfigs && !stopping; i++)
+        run_cabrank(&x, o.configs[i]);
+    for (int i = 0; i < o.npeers && !stopping; i++)
+        run_peer(&x, o.peers[i]);
+    if (stopping)
+        fprintf(stderr, "cabrank-bench: interrupted; reporting the points measured\n");
+    fclose(x.csv);
+    bench_workdir_remove(x.workdir);
+
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    machine_text(machine, sizeof(machine));
+    info.date = date;
+    info.machine = machine;
+    info.command = o.command;
+    err = bench_report_write_dir(o.out_dir, &x.rows, &info);
+    if (err < 0)
+        fprintf(stderr, "cabrank-bench: report: %s\n", strerror(-err));
+    else
+        fprintf(stderr, "cabrank-bench: %zu rows; %s/results.csv, results.md, plot-*.svg\n",
+                x.rows.len, o.out_dir);
+    bench_rows_fini(&x.rows);
+    for (int i = 0; i < o.nconfigs; i++)
+        free(o.configs[i]);
+    free(o.command);
+    return err < 0 ? 1 : 0;
+}

@@ -1,0 +1,416 @@
+/*
+ * bench_smoke.c (integration) - cabrank-bench end to end with tiny loads: two cabrank
+ * configurations (lf:lifo, hshr), no peers, one HTTP keep-alive point through wrk, the
+ * intervals, the line protocol closed and open loop, into a temporary output directory. Then
+ * checks what it wrote: results.csv with the exact header, one row per point asked, every
+ * row with 15 fields, each point measured with no error (req/s > 0 for loads, percentiles in
+ * order); results.md naming each workload and the command; a plot-<workload>.svg per workload
+ * that is well-formed XML with an <svg> root. wrk is a test dependency (make test installs
+ * it). Exit 0 pass, 1 fail.
+ */
+#include "support.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RUN_TIMEOUT_MS 50000
+#define NFIELDS        15
+
+static const char header[] = "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,"
+                             "p999_us,cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds";
+
+/* The workloads the run writes, and the rows each gets (2 configurations x 1 point). */
+static const char *const workloads[] = {
+    "http:hello.txt", "interval:t_conn", "interval:t_res1", "interval:t_res2", "line", "line-open",
+};
+
+static int failures;
+
+static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    failures++;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    char *buf;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf != NULL) {
+        buf[n] = '\0';
+        if (len != NULL)
+            *len = (size_t)n;
+    }
+    return buf;
+}
+
+/* Splits a CSV line without quotes (our names have none) into fields; returns their count. */
+static int split_csv(char *line, char **f, int max)
+{
+    int n = 0;
+
+    f[n++] = line;
+    for (char *p = line; *p; p++) {
+        if (*p == ',') {
+            *p = '\0';
+            if (n == max)
+                return max + 1;
+            f[n++] = p + 1;
+        }
+    }
+    return n;
+}
+
+static double num(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    return end == s || *end != '\0' ? -1 : v;
+}
+
+static void check_csv(const char *dir)
+{
+    char path[PATH_MAX];
+    int rows[sizeof(workloads) / sizeof(workloads[0])] = {0};
+    char *text;
+    char *save = NULL;
+    bool first = true;
+
+    snprintf(path, sizeof(path), "%s/results.csv", dir);
+    text = slurp(path, NULL);
+    if (text == NULL) {
+        fail("no %s", path);
+        return;
+    }
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        char *f[NFIELDS + 1];
+        int n;
+        size_t w;
+
+        if (first) {
+            if (strcmp(line, header) != 0)
+                fail("CSV header is '%s'", line);
+            first = false;
+            continue;
+        }
+        n = split_csv(line, f, NFIELDS);
+        if (n != NFIELDS) {
+            fail("CSV row with %d fields", n);
+            continue;
+        }
+        for (w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
+            if (strcmp(f[0], workloads[w]) == 0)
+                break;
+        }
+        if (w == sizeof(workloads) / sizeof(workloads[0])) {
+            fail("CSV row of an unasked workload '%s'", f[0]);
+            continue;
+        }
+        rows[w]++;
+        if (strcmp(f[1], "cabrank") != 0 ||
+            (strcmp(f[2], "lf:lifo") != 0 && strcmp(f[2], "hshr") != 0))
+            fail("%s: server '%s' config '%s'", f[0], f[1], f[2]);
+        if (num(f[13]) != 0)
+            fail("%s %s: errors '%s'", f[0], f[2], f[13]);
+        /* Percentiles measured and in order. */
+        if (!(num(f[6]) > 0 && num(f[6]) <= num(f[7]) && num(f[7]) <= num(f[8]) &&
+              num(f[8]) <= num(f[9])))
+            fail("%s %s: percentiles %s %s %s %s", f[0], f[2], f[6], f[7], f[8], f[9]);
+        if (strncmp(f[0], "interval:", 9) == 0) {
+            if (num(f[5]) != 0)
+                fail("%s: rps '%s', want 0", f[0], f[5]);
+        } else {
+            if (!(num(f[5]) > 0))
+                fail("%s %s: rps '%s'", f[0], f[2], f[5]);
+            /* CPU time comes in clock ticks (10 ms): a short light point may show 0. */
+            if (!(num(f[10]) >= 0) || !(num(f[11]) >= 0) || !(num(f[12]) > 0))
+                fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
+        }
+        if (strcmp(f[0], "line-open") == 0 && num(f[4]) != 500)
+            fail("line-open: rate '%s', want 500", f[4]);
+    }
+    if (first)
+        fail("results.csv is empty");
+    for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
+        if (rows[w] != 2)
+            fail("%s: %d rows, want 2", workloads[w], rows[w]);
+    }
+    free(text);
+}
+
+/* ------------------------------------------------------------ a small XML checker */
+
+static bool name_char(char c)
+{
+    return isalnum((unsigned char)c) || c == '-' || c == '_' || c == ':' || c == '.';
+}
+
+/*
+ * Well-formedness of the subset an SVG writer uses: declaration, comments, elements with
+ * quoted attributes, self-closing tags, text with entities; every tag closed in order, one
+ * root. Returns NULL or what was wrong; *root gets the root element's name.
+ */
+static const char *xml_check(const char *s, char *root, size_t rootcap)
+{
+    char stack[64][64];
+    int depth = 0;
+    int roots = 0;
+
+    while (*s) {
+        if (*s == '&') {
+            const char *semi = strchr(s, ';');
+
+            if (semi == NULL || semi - s > 10 || semi == s + 1)
+                return "a bare '&'";
+            for (const char *p = s + 1; p < semi; p++) {
+                if (!isalnum((unsigned char)*p) && *p != '#')
+                    return "a bad entity";
+            }
+            s = semi + 1;
+            continue;
+        }
+        if (*s != '<') {
+            if (depth == 0 && !isspace((unsigned char)*s))
+                return "text outside the root";
+            s++;
+            continue;
+        }
+        if (strncmp(s, "<?", 2) == 0) {
+            s = strstr(s, "?>");
+            if (s == NULL)
+                return "an unclosed <?";
+            s += 2;
+        } else if (strncmp(s, "<!--", 4) == 0) {
+            s = strstr(s, "-->");
+            if (s == NULL)
+                return "an unclosed comment";
+            s += 3;
+        } else if (s[1] == '/') {
+            size_t n = 0;
+
+            s += 2;
+            while (name_char(s[n]))
+                n++;
+            if (depth == 0 || strlen(stack[depth - 1]) != n || strncmp(stack[depth - 1], s, n))
+                return "a closing tag that does not match";
+            depth--;
+            s += n;
+            while (isspace((unsigned char)*s))
+                s++;
+            if (*s++ != '>')
+                return "a bad closing tag";
+        } else {
+            size_t n = 0;
+
+            s++;
+            while (name_char(s[n]))
+                n++;
+            if (n == 0 || n >= sizeof(stack[0]) || depth == 64)
+                return "a bad tag name";
+            if (depth == 0 && roots++ > 0)
+                return "two roots";
+            if (depth == 0)
+                snprintf(root, rootcap, "%.*s", (int)n, s);
+            snprintf(stack[depth], sizeof(stack[depth]), "%.*s", (int)n, s);
+            s += n;
+            for (;;) {
+                while (isspace((unsigned char)*s))
+                    s++;
+                if (*s == '>') {
+                    depth++;
+                    s++;
+                    break;
+                }
+                if (s[0] == '/' && s[1] == '>') {
+                    s += 2;
+                    break;
+                }
+                if (!name_char(*s))
+                    return "a bad attribute";
+                while (name_char(*s))
+                    s++;
+                while (isspace((unsigned char)*s))
+                    s++;
+                if (*s++ != '=')
+                    return "an attribute without a value";
+                while (isspace((unsigned char)*s))
+                    s++;
+                char q = *s++;
+
+                if (q != '"' && q != '\'')
+                    return "an unquoted attribute";
+                while (*s && *s != q) {
+                    if (*s == '<')
+                        return "a '<' in an attribute";
+                    s++;
+                }
+                if (*s++ != q)
+                    return "an unclosed attribute";
+            }
+        }
+    }
+    if (depth != 0)
+        return "unclosed elements at the end";
+    return roots == 1 ? NULL : "no root";
+}
+
+static void check_svg(const char *dir, const char *workload)
+{
+    char path[PATH_MAX];
+    char name[128];
+    char root[64] = "";
+    const char *why;
+    char *text;
+    size_t k = 0;
+
+    /* The report's file name rule: bytes outside [A-Za-z0-9._-] become '-'. */
+    for (const char *p = workload; *p && k < sizeof(name) - 1; p++)
+        name[k++] = isalnum((unsigned char)*p) || strchr("._-", *p) ? *p : '-';
+    name[k] = '\0';
+    snprintf(path, sizeof(path), "%s/plot-%s.svg", dir, name);
+    text = slurp(path, NULL);
+    if (text == NULL) {
+        fail("no %s", path);
+        return;
+    }
+    why = xml_check(text, root, sizeof(root));
+    if (why != NULL)
+        fail("%s is not well-formed XML: %s", path, why);
+    else if (strcmp(root, "svg") != 0)
+        fail("%s: root <%s>, want <svg>", path, root);
+    else if (strstr(text, "lf:lifo") == NULL || strstr(text, "hshr") == NULL)
+        fail("%s: a legend without both series", path);
+    free(text);
+}
+
+static void check_md(const char *dir)
+{
+    char path[PATH_MAX];
+    char *text;
+
+    snprintf(path, sizeof(path), "%s/results.md", dir);
+    text = slurp(path, NULL);
+    if (text == NULL) {
+        fail("no %s", path);
+        return;
+    }
+    for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
+        if (strstr(text, workloads[w]) == NULL)
+            fail("results.md does not name %s", workloads[w]);
+    }
+    if (strstr(text, "--configs lf:lifo,hshr") == NULL)
+        fail("results.md does not show the command");
+    free(text);
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+
+    /* Our own mkdtemp directory; its files are the run's outputs. */
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+}
+
+int main(void)
+{
+    char bench[PATH_MAX];
+    char dir[] = "/tmp/cr-bench-smoke-XXXXXX";
+    char *argv[32];
+    int n = 0;
+    pid_t pid;
+    int status;
+
+    signal(SIGPIPE, SIG_IGN);
+    cr_test_build_path("cabrank-bench", bench, sizeof(bench));
+    if (access(bench, X_OK) != 0) {
+        fprintf(stderr, "FAIL: %s: %s\n", bench, strerror(errno));
+        return 1;
+    }
+    if (system("command -v wrk >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "FAIL: wrk is missing (make deps-test installs it)\n");
+        return 1;
+    }
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    argv[n++] = bench;
+    argv[n++] = "--configs";
+    argv[n++] = "lf:lifo,hshr";
+    argv[n++] = "--no-peers";
+    argv[n++] = "--workloads";
+    argv[n++] = "http:hello.txt,interval,line,line-open";
+    argv[n++] = "--concurrency";
+    argv[n++] = "4";
+    argv[n++] = "--rates";
+    argv[n++] = "500";
+    argv[n++] = "--open-connections";
+    argv[n++] = "4";
+    argv[n++] = "--seconds";
+    argv[n++] = "0.5";
+    argv[n++] = "--warmup";
+    argv[n++] = "0";
+    argv[n++] = "--interval-clients";
+    argv[n++] = "20";
+    argv[n++] = "--threads";
+    argv[n++] = "2";
+    argv[n++] = "--out";
+    argv[n++] = dir;
+    argv[n] = NULL;
+    pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (pid == 0) {
+        execv(bench, argv);
+        _exit(127);
+    }
+    if (cr_test_wait_exit(pid, RUN_TIMEOUT_MS, &status) < 0)
+        fail("cabrank-bench ran longer than %d s (killed)", RUN_TIMEOUT_MS / 1000);
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail("cabrank-bench exit status 0x%x", status);
+    check_csv(dir);
+    check_md(dir);
+    for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++)
+        check_svg(dir, workloads[w]);
+    remove_dir(dir);
+    if (failures > 0) {
+        fprintf(stderr, "bench_smoke: %d failures\n", failures);
+        return 1;
+    }
+    printf("bench_smoke: ok\n");
+    return 0;
+}
