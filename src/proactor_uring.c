@@ -15,6 +15,9 @@
  * the file -> pipe half of a splice; small constants for completions nobody
  * waits for (linked timeouts, cancels) and for wake-ups.
  *
+ * Needs Linux 5.19 (multishot accept, cancel-any at stop); older kernels get
+ * the emulated engine.
+ *
  * Lock order: sq_lock only.
  */
 #ifdef CR_HAVE_LIBURING
@@ -498,19 +501,25 @@ static int ur_wait(struct cr__ring *r, struct cr__completion *c)
     }
 }
 
-static bool has_multishot_accept(void)
+/* True on Linux 5.19 or later, which has IORING_ACCEPT_MULTISHOT and
+ * IORING_ASYNC_CANCEL_ANY (the probe cannot tell either). */
+static bool is_kernel_5_19(void)
 {
     struct utsname un;
     unsigned major = 0;
     unsigned minor = 0;
-    const char *v = getenv("CABRANK_URING_NO_MULTISHOT");
 
-    if (v != NULL && v[0] != '\0' && strcmp(v, "0") != 0)
-        return false;
-    /* IORING_ACCEPT_MULTISHOT came with Linux 5.19; the probe cannot say. */
     if (uname(&un) < 0 || sscanf(un.release, "%u.%u", &major, &minor) != 2)
         return false;
     return major > 5 || (major == 5 && minor >= 19);
+}
+
+static bool has_multishot_accept(void)
+{
+    const char *v = getenv("CABRANK_URING_NO_MULTISHOT");
+
+    /* Tests force the re-arming that kernels without it need. */
+    return v == NULL || v[0] == '\0' || strcmp(v, "0") == 0;
 }
 
 static int ur_open(struct cr__ring *r, const struct cr_proactor_config *cfg, const char **why)
@@ -529,6 +538,11 @@ static int ur_open(struct cr__ring *r, const struct cr_proactor_config *cfg, con
     *why = NULL;
     if (entries > 32768)
         return -EINVAL;
+    if (!is_kernel_5_19()) {
+        /* Stop cancels everything at once with IORING_ASYNC_CANCEL_ANY. */
+        *why = "kernel older than 5.19";
+        return -ENOSYS;
+    }
     u = calloc(1, sizeof(*u));
     if (u == NULL)
         return -ENOMEM;
