@@ -115,6 +115,11 @@ static int write_name(FILE *f, const char *s)
     return fputc('"', f) == EOF ? -EIO : 0;
 }
 
+static bool is_writable(double v)
+{
+    return isnan(v) || (v >= 0 && v <= BENCH_VALUE_MAX);
+}
+
 /*
  * A number as plain decimal (never an exponent, which spreadsheets and awk scripts misread),
  * six decimals with the trailing zeros cut; not measured is the empty field.
@@ -126,8 +131,8 @@ static int write_number(FILE *f, double v)
 
     if (isnan(v))
         return fputc(',', f) == EOF ? -EIO : 0;
-    if (!isfinite(v))
-        v = v > 0 ? 1e15 : -1e15;
+    if (!(v >= 0 && v <= BENCH_VALUE_MAX))
+        return -ERANGE;
     n = snprintf(buf, sizeof(buf), "%.6f", v);
     if (n < 0 || (size_t)n >= sizeof(buf))
         return -EIO;
@@ -136,8 +141,6 @@ static int write_number(FILE *f, double v)
     if (n > 0 && buf[n - 1] == '.')
         n--;
     buf[n] = '\0';
-    if (strcmp(buf, "-0") == 0)
-        strcpy(buf, "0");
     return fprintf(f, ",%s", buf) < 0 ? -EIO : 0;
 }
 
@@ -152,6 +155,12 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
     if (!is_valid_name(row->workload) || !is_valid_name(row->server) ||
         !is_valid_name(row->config) || row->concurrency == 0)
         return -EINVAL;
+    /* Checked before writing, so a refused row leaves no half line behind. */
+    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
+        if (!is_writable(nums[i]))
+            return -ERANGE;
+    if (!is_writable(row->rate) || !is_writable(row->seconds))
+        return -ERANGE;
     err = write_name(f, row->workload);
     if (err == 0 && fputc(',', f) == EOF)
         err = -EIO;
@@ -354,7 +363,7 @@ static int parse_number(struct parser *p, const struct record *rec, enum col c, 
     if (!is_decimal(s))
         return fail(p, rec->line, "%s is not a non-negative decimal number", col_names[c]);
     v = strtod(s, NULL);
-    if (!isfinite(v))
+    if (!(v <= BENCH_VALUE_MAX))
         return fail(p, rec->line, "%s is out of range", col_names[c]);
     *out = v;
     return 0;

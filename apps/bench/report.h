@@ -36,6 +36,9 @@
 /* Longest workload, server and config names (without the NUL); longer fields are an error. */
 #define BENCH_NAME_MAX 63
 
+/* Largest number a field may hold (a reader rejects more, so a writer refuses it). */
+#define BENCH_VALUE_MAX 1e15
+
 /* One measured point. A double that was not measured is NAN (written as an empty field). */
 struct bench_row {
     char workload[BENCH_NAME_MAX + 1];
@@ -82,7 +85,9 @@ CR_MUST_CHECK int bench_csv_write_header(FILE *f);
 
 /*
  * Writes one row and a newline (fflush is the caller's). Names holding ',', '"' or a newline
- * are quoted as RFC 4180. Returns 0, -EINVAL (an empty or over-long name) or -EIO.
+ * are quoted as RFC 4180; numbers are plain decimals with up to 6 decimals (so what is read
+ * back is within 1e-6 of what was written). Returns 0, -EINVAL (an empty or over-long name,
+ * concurrency 0), -ERANGE (a number negative, infinite or above BENCH_VALUE_MAX) or -EIO.
  */
 CR_MUST_CHECK int bench_csv_write_row(FILE *f, const struct bench_row *row);
 

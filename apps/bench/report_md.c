@@ -122,7 +122,8 @@ static double score(const struct bench_row *r, bool lower)
 {
     double v = lower ? r->p99_us : r->rps;
 
-    if (isnan(v) || (!lower && v <= 0))
+    /* 0 req/s served nothing, and a p99 of 0 µs is no measurement. */
+    if (isnan(v) || v <= 0)
         return NAN;
     return v;
 }
@@ -185,7 +186,7 @@ int bench_winner_find(const struct bench_rows *rows, const char *workload, struc
         double a = score(best, lower);
         double b = score(second, lower);
 
-        out->ratio = lower ? (a > 0 ? b / a : NAN) : a / b;
+        out->ratio = lower ? b / a : a / b;
     }
     return 0;
 }

@@ -260,10 +260,10 @@ START_TEST(csv_read_file_and_missing_file)
 }
 END_TEST
 
-START_TEST(csv_write_rejects_bad_names)
+START_TEST(csv_write_rejects_bad_names_and_numbers)
 {
     struct bench_row r;
-    FILE *f = fopen("/dev/null", "w");
+    FILE *f = tmpfile();
 
     ck_assert_ptr_nonnull(f);
     bench_row_init(&r);
@@ -275,6 +275,17 @@ START_TEST(csv_write_rejects_bad_names)
     ck_assert_int_eq(bench_csv_write_row(f, &r), -EINVAL);
     r.concurrency = 1;
     ck_assert_int_eq(bench_csv_write_row(f, &r), 0);
+    /* Numbers the reader would refuse are refused, before any byte is written. */
+    r.rps = -1;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    r.rps = INFINITY;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    r.rps = 2 * BENCH_VALUE_MAX;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    r.rps = NAN;
+    r.seconds = -0.5;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,\n"));
     fclose(f);
 }
 END_TEST
@@ -386,6 +397,7 @@ START_TEST(winner_is_best_at_highest_concurrency)
                                      "interval:t_res1,cabrank,forking,1,0,0,,,900,,,,,0,1\n"
                                      "interval:t_res1,cabrank,prefork,1,0,0,,,300,,,,,0,1\n"
                                      "interval:t_res1,cabrank,lf:lifo,1,0,0,,,200,,,,,0,1\n"
+                                     "interval:t_res1,cabrank,tpc,1,0,0,,,0,,,,,0,1\n"
                                      "line-open,cabrank,lf:lifo,8,1000,,,,,,,,,0,1\n";
     struct bench_rows rows = {0};
     struct bench_winner w;
@@ -403,6 +415,7 @@ START_TEST(winner_is_best_at_highest_concurrency)
     ck_assert_int_eq(bench_winner_find(&rows, "interval:t_res1", &w), 0);
     ck_assert(w.lower_is_better);
     ck_assert_str_eq(w.best->config, "lf:lifo");
+    /* tpc's p99 of 0 µs is no measurement, not a win. */
     ck_assert_str_eq(w.runner_up->config, "prefork");
     ck_assert_double_eq_tol(w.ratio, 1.5, 1e-9);
 
@@ -852,7 +865,7 @@ Suite *bench_report_suite(void)
     tcase_add_test(tc, csv_rejects_nul_byte);
     tcase_add_test(tc, csv_every_prefix_parses_or_fails_cleanly);
     tcase_add_test(tc, csv_read_file_and_missing_file);
-    tcase_add_test(tc, csv_write_rejects_bad_names);
+    tcase_add_test(tc, csv_write_rejects_bad_names_and_numbers);
     tcase_add_test(tc, markdown_of_known_csv);
     tcase_add_test(tc, markdown_of_no_rows);
     tcase_add_test(tc, winner_is_best_at_highest_concurrency);
