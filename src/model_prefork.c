@@ -28,8 +28,14 @@
  * leadership (promoting a follower, thread or process), BUSY: serve the
  * connection to its end with blocking waits (cr__conn_serve_blocking), and
  * round again. With accept_lock none, every process's leader waits with
- * EPOLLEXCLUSIVE, so one is woken per connection; with reuseport each
- * worker also accepts on its own SO_REUSEPORT copy of each listener.
+ * EPOLLEXCLUSIVE, so one is woken per connection. With reuseport the
+ * master opens cfg->workers SO_REUSEPORT copies of each listener (the
+ * kernel spreads connections over them) and each worker accepts on the
+ * copy of its index (and, as every worker, on the master's socket, which
+ * is in the same group): the copies live in the master, so a worker that
+ * exits leaves the connections queued on its copy to its successor, where
+ * a copy of the worker's own would reset them when closed. Spare workers
+ * beyond cfg->workers have no copy of their own.
  *
  * The trade-off of the blocking design, as in Apache prefork/worker: a
  * keep-alive connection holds its thread (with threads 1, its whole process)
@@ -119,6 +125,7 @@ struct proc {
     pid_t pid;
     int pidfd;
     int slot;     /* scoreboard slot; -1 once evicted */
+    int rp_index; /* reuseport: the copies it accepts on; -1: none */
     uint32_t tag; /* the slot's claim tag */
     unsigned generation;
     int told;              /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
@@ -133,7 +140,8 @@ struct cr_model {
     struct cr__scoreboard *sb;
     struct shared_counters *shared;
     struct cr_reactor *r;
-    int efd; /* eventfd: stop and restart requests for the manager */
+    int efd;     /* eventfd: stop and restart requests for the manager */
+    int *rp_fds; /* reuseport: cfg->workers * nlisten copies, index-major; or NULL */
 
     /* Owner thread only (start, wait, destroy). */
     pthread_t manager;
@@ -177,7 +185,7 @@ struct wproc {
     unsigned nthreads;
     struct cr__conn_config conn;
     int epfd;
-    int *own_fds; /* reuseport: this worker's copies; nlisten entries, -1 if none */
+    int rp_index; /* reuseport: its copies (m->rp_fds); -1: none */
     uint64_t requests;
 
     struct cr_mutex lock;
@@ -393,6 +401,10 @@ static int lead(struct wproc *w)
             for (unsigned i = 0; i < m->env.nlisten && fd < 0; i++) {
                 if (cr_listener_accept(m->env.listen_fds[i], &fd) < 0)
                     fd = -1;
+                if (fd < 0 && w->rp_index >= 0 &&
+                    cr_listener_accept(m->rp_fds[(size_t)w->rp_index * m->env.nlisten + i], &fd) <
+                        0)
+                    fd = -1;
             }
         }
         for (int i = 0; i < n && fd < 0; i++) {
@@ -503,26 +515,17 @@ static void drop_master_state(struct cr_model *m)
     cr_reactor_destroy(m->r);
 }
 
-/* reuseport: this worker's own copy of each listener, on the master's
- * actual address. A failure leaves that address to the shared socket. */
-static void open_own_listeners(struct wproc *w)
+/* reuseport: the copies of the other indices are not this worker's. */
+static void drop_other_copies(struct cr_model *m, int keep)
 {
-    const struct cr_model *m = w->m;
+    if (m->rp_fds == NULL)
+        return;
+    for (int k = 0; k < m->cfg->workers; k++) {
+        for (unsigned i = 0; i < m->env.nlisten && k != keep; i++) {
+            int *fd = &m->rp_fds[(size_t)k * m->env.nlisten + i];
 
-    for (unsigned i = 0; i < m->env.nlisten; i++) {
-        char addr[128];
-        struct cr_listener_config lc = {
-            .address = addr,
-            .backlog = m->cfg->backlog,
-            .reuseport = true,
-        };
-        int err = cr_listener_address(m->env.listen_fds[i], addr, sizeof(addr));
-
-        if (err == 0)
-            err = cr_listener_open(&w->own_fds[i], &lc);
-        if (err < 0) {
-            w->own_fds[i] = -1;
-            CR_LOG(CR_LOG_WARN, "prefork: own SO_REUSEPORT listener %u: %s", i, strerror(-err));
+            close(*fd);
+            *fd = -1;
         }
     }
 }
@@ -545,14 +548,14 @@ static int setup_listeners(struct wproc *w)
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w->epfd < 0)
         return -errno;
-    if (cr__accept_lock_kind(m->alock) == CR__ACCEPT_LOCK_REUSEPORT)
-        open_own_listeners(w);
     for (unsigned i = 0; i < m->env.nlisten; i++) {
         /* With a lock, plain level-triggered: an arrival is queued in every
          * set, so the next leader sees what the last one left. */
         err = watch(w->epfd, m->env.listen_fds[i], exclusive ? 0 : EPOLLEXCLUSIVE);
-        if (err == 0 && w->own_fds[i] >= 0)
-            err = watch(w->epfd, w->own_fds[i], 0);
+        /* Its copy: shared with its successor during a restart. */
+        if (err == 0 && w->rp_index >= 0)
+            err =
+                watch(w->epfd, m->rp_fds[(size_t)w->rp_index * m->env.nlisten + i], EPOLLEXCLUSIVE);
         if (err < 0)
             return err;
     }
@@ -573,11 +576,13 @@ static int worker_main(void *arg)
     int err;
 
     drop_master_state(m);
+    drop_other_copies(m, p->rp_index);
     memset(w, 0, sizeof(*w));
     w->m = m;
     w->slot_idx = (unsigned)p->slot;
     w->tag = p->tag;
     w->slot = cr__scoreboard_slot(m->sb, w->slot_idx);
+    w->rp_index = p->rp_index;
     w->nthreads = m->cfg->threads > 0 ? (unsigned)m->cfg->threads : 1;
     w->epfd = -1;
     w->conn = m->env.conn;
@@ -596,13 +601,10 @@ static int worker_main(void *arg)
         }
     }
     w->threads = calloc(w->nthreads, sizeof(*w->threads));
-    w->own_fds = malloc((m->env.nlisten > 0 ? m->env.nlisten : 1) * sizeof(int));
-    if (w->threads == NULL || w->own_fds == NULL) {
+    if (w->threads == NULL) {
         status = 4;
         goto out_exit;
     }
-    for (unsigned i = 0; i < m->env.nlisten; i++)
-        w->own_fds[i] = -1;
     err = cr_mutex_init(&w->lock);
     if (err == 0) {
         err = cr_cond_init(&w->cv);
@@ -657,16 +659,11 @@ static int worker_main(void *arg)
     (void)note_stop(w);
 
 out_close:
-    for (unsigned i = 0; i < m->env.nlisten; i++) {
-        if (w->own_fds[i] >= 0)
-            close(w->own_fds[i]);
-    }
     if (w->epfd >= 0)
         close(w->epfd);
     cr_cond_fini(&w->cv);
     cr_mutex_fini(&w->lock);
 out_exit:
-    free(w->own_fds);
     free(w->threads);
     if (svc->process_exit != NULL)
         svc->process_exit(svc->ctx);
@@ -722,6 +719,24 @@ static int claim_slot(struct cr_model *m)
     return idx;
 }
 
+/* reuseport: the lowest copy index no worker of the current generation
+ * (not told to stop) accepts on; an old worker shares it with its successor
+ * until it exits; -1 when all are taken (a spare) or there are none. */
+static int free_copy(struct cr_model *m)
+{
+    if (m->rp_fds == NULL)
+        return -1;
+    for (int k = 0; k < m->cfg->workers; k++) {
+        bool taken = false;
+
+        for (struct proc *p = m->procs; p != NULL && !taken; p = p->next)
+            taken = p->rp_index == k && p->told == 0 && p->generation == m->generation;
+        if (!taken)
+            return k;
+    }
+    return -1;
+}
+
 static int spawn_one(struct cr_model *m)
 {
     struct proc *p;
@@ -741,6 +756,7 @@ static int spawn_one(struct cr_model *m)
     p->tag = __atomic_load_n(&cr__scoreboard_slot(m->sb, (unsigned)idx)->tag, __ATOMIC_RELAXED);
     p->generation = m->generation;
     p->pidfd = -1;
+    p->rp_index = free_copy(m);
     err = cr__proc_spawn(worker_main, p, &p->pid, &p->pidfd);
     if (err < 0)
         goto out_release;
@@ -1050,6 +1066,39 @@ static void *manager_main(void *arg)
 
 static void prefork_destroy(struct cr_model *m);
 
+/* reuseport: cfg->workers SO_REUSEPORT copies of each listener, on its
+ * actual address (so port 0 works). The master's sockets need
+ * SO_REUSEPORT too: server.c sets it on those it opens; an inherited one
+ * without it fails here with EADDRINUSE. */
+static int open_copies(struct cr_model *m)
+{
+    size_t n = (size_t)m->cfg->workers * m->env.nlisten;
+
+    m->rp_fds = malloc(n * sizeof(*m->rp_fds));
+    if (m->rp_fds == NULL)
+        return -ENOMEM;
+    for (size_t k = 0; k < n; k++)
+        m->rp_fds[k] = -1;
+    for (unsigned i = 0; i < m->env.nlisten; i++) {
+        char addr[128];
+        struct cr_listener_config lc = {
+            .address = addr,
+            .backlog = m->cfg->backlog,
+            .reuseport = true,
+        };
+        int err = cr_listener_address(m->env.listen_fds[i], addr, sizeof(addr));
+
+        for (int k = 0; k < m->cfg->workers && err == 0; k++)
+            err = cr_listener_open(&m->rp_fds[(size_t)k * m->env.nlisten + i], &lc);
+        if (err < 0) {
+            CR_LOG(CR_LOG_ERROR, "prefork: listening on %s again (SO_REUSEPORT): %s", addr,
+                   strerror(-err));
+            return err;
+        }
+    }
+    return 0;
+}
+
 static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
 {
     struct cr_reactor_config rcfg = {.backend = NULL, .batch = 0};
@@ -1098,6 +1147,11 @@ static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
     err = cr__accept_lock_create(&m->alock, kind);
     if (err < 0)
         goto out_destroy;
+    if (kind == CR__ACCEPT_LOCK_REUSEPORT) {
+        err = open_copies(m);
+        if (err < 0)
+            goto out_destroy;
+    }
     err = cr_reactor_create(&m->r, &rcfg);
     if (err < 0)
         goto out_destroy;
@@ -1193,6 +1247,13 @@ static void prefork_destroy(struct cr_model *m)
     cr_reactor_destroy(m->r);
     if (m->efd >= 0)
         close(m->efd);
+    if (m->rp_fds != NULL) {
+        for (size_t k = 0; k < (size_t)m->cfg->workers * m->env.nlisten; k++) {
+            if (m->rp_fds[k] >= 0)
+                close(m->rp_fds[k]);
+        }
+        free(m->rp_fds);
+    }
     cr__accept_lock_destroy(m->alock);
     cr__scoreboard_destroy(m->sb);
     if (m->shared != NULL)

@@ -531,12 +531,14 @@ static bool only_generation(struct fixture *f, unsigned gen, int timeout_ms)
 }
 
 /* cr_server_restart every 200 ms, ten times, under connection-per-request
- * load: no request fails, and the old generations drain. */
+ * load, with each lock and 1 or 2 threads: no request fails, and the old
+ * generations drain. */
 START_TEST(graceful_restart_loses_nothing)
 {
     struct cr_server_config cfg = {
         .workers = 2,
-        .threads = 1 + _i,
+        .threads = 1 + _i % 2,
+        .accept_lock = locks[_i / 2],
     };
     struct cr_server_stats st;
     struct fixture f;
@@ -971,7 +973,7 @@ Suite *prefork_suite(void)
     tcase_add_loop_test(tc, serves_clients_with_each_lock, 0, 2 * NLOCKS);
     tcase_add_test(tc, replaces_killed_worker);
     tcase_add_test(tc, recovers_lock_from_killed_leader);
-    tcase_add_loop_test(tc, graceful_restart_loses_nothing, 0, 2);
+    tcase_add_loop_test(tc, graceful_restart_loses_nothing, 0, 2 * NLOCKS);
     tcase_add_test(tc, sighup_restarts_through_server_run);
     tcase_add_test(tc, spares_follow_load);
     tcase_add_test(tc, max_requests_retires_workers);
