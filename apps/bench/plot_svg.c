@@ -2,7 +2,8 @@
  * plot_svg.c - the SVG plots of cabrank-bench, written by hand (no plotting library): per
  * workload, p99 latency (y) against throughput (x), one polyline with markers per series in
  * the order of its load (concurrency, then rate), so a curve bends back where a server
- * saturates. Interval workloads have no throughput: their x is the concurrency. The y axis is
+ * saturates. Interval workloads have no throughput: their plot has the percentiles (p50, p90,
+ * p99, p99.9) as x categories and a line per series through them. The y axis is
  * logarithmic when the latencies span more than WIDE_RANGE. Text is XML-escaped and ASCII only
  * (other bytes become '?'), so any row gives a well-formed document. Called by
  * bench_report_write_dir() and the unit tests; single-threaded, no state.
@@ -70,17 +71,26 @@ static void put_xml(FILE *f, const char *s)
     }
 }
 
-static double x_of(const struct bench_row *r, bool interval)
+/* The percentiles of an interval plot, its x categories. */
+static const char *const pct_names[] = {"p50", "p90", "p99", "p99.9"};
+#define NPCT 4
+
+static bool is_measured(double v)
 {
-    return interval ? (double)r->concurrency : r->rps;
+    return isfinite(v) && v > 0;
 }
 
-static bool is_plottable(const struct bench_row *r, bool interval)
+static double pct_of(const struct bench_row *r, size_t i)
 {
-    double x = x_of(r, interval);
+    const double v[NPCT] = {r->p50_us, r->p90_us, r->p99_us, r->p999_us};
 
-    return !isnan(x) && isfinite(x) && x >= 0 && !isnan(r->p99_us) && isfinite(r->p99_us) &&
-           r->p99_us > 0;
+    return v[i];
+}
+
+/* A throughput plot's point: req/s measured (0 allowed) and a p99. */
+static bool is_plottable(const struct bench_row *r)
+{
+    return isfinite(r->rps) && r->rps >= 0 && is_measured(r->p99_us);
 }
 
 /* A round step giving about n ticks over span (1, 2 or 5 times a power of ten). */
@@ -144,24 +154,37 @@ static void put_tick_label(FILE *f, double v)
         fprintf(f, "%g", v);
 }
 
-static void put_x_axis(FILE *f, const struct axis *a, bool interval)
+static void put_x_tick(FILE *f, double x)
+{
+    fprintf(f,
+            "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n"
+            "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>\n"
+            "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">",
+            x, TOP, x, TOP + PLOT_H, x, TOP + PLOT_H, x, TOP + PLOT_H + 5, x, TOP + PLOT_H + 20);
+}
+
+/* The x axis of an interval plot: one category per percentile, centred in its slot. */
+static void put_pct_axis(FILE *f, const struct axis *a)
+{
+    for (size_t i = 0; i < NPCT; i++) {
+        put_x_tick(f, px(a, (double)i));
+        fprintf(f, "%s</text>\n", pct_names[i]);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">percentile</text>\n",
+            LEFT + PLOT_W / 2, HEIGHT - 15);
+}
+
+static void put_x_axis(FILE *f, const struct axis *a)
 {
     double step = nice_step(a->max - a->min, 6);
 
     for (double v = a->min; v <= a->max + step / 2; v += step) {
-        double x = px(a, v);
-
-        fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n"
-                "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>\n"
-                "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">",
-                x, TOP, x, TOP + PLOT_H, x, TOP + PLOT_H, x, TOP + PLOT_H + 5, x,
-                TOP + PLOT_H + 20);
+        put_x_tick(f, px(a, v));
         put_tick_label(f, v);
         fputs("</text>\n", f);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", LEFT + PLOT_W / 2,
-            HEIGHT - 15, interval ? "concurrency (connections)" : "throughput (req/s)");
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">throughput (req/s)</text>\n",
+            LEFT + PLOT_W / 2, HEIGHT - 15);
 }
 
 static void put_y_tick(FILE *f, const struct axis *a, double v)
@@ -177,7 +200,7 @@ static void put_y_tick(FILE *f, const struct axis *a, double v)
     fputs("</text>\n", f);
 }
 
-static void put_y_axis(FILE *f, const struct axis *a)
+static void put_y_axis(FILE *f, const struct axis *a, bool interval)
 {
     if (a->log) {
         for (double v = a->min; v <= a->max * 1.001; v *= 10)
@@ -189,9 +212,9 @@ static void put_y_axis(FILE *f, const struct axis *a)
             put_y_tick(f, a, v);
     }
     fprintf(f,
-            "<text transform=\"translate(20 %d) rotate(-90)\" text-anchor=\"middle\">p99 latency "
+            "<text transform=\"translate(20 %d) rotate(-90)\" text-anchor=\"middle\">%s "
             "(&#181;s%s)</text>\n",
-            TOP + PLOT_H / 2, a->log ? ", log scale" : "");
+            TOP + PLOT_H / 2, interval ? "latency" : "p99 latency", a->log ? ", log scale" : "");
 }
 
 /* Marker k (circle, square, triangle, diamond) of colour c centred on (x, y). */
@@ -215,7 +238,16 @@ static void put_marker(FILE *f, size_t k, const char *c, double x, double y)
     }
 }
 
-/* Draws the series v[0..n) (one series, in load order) and its legend entry number k. */
+static void begin_line(FILE *f, const char *c)
+{
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
+}
+
+/*
+ * Draws the series v[0..n) (one series, in load order) and its legend entry number k: a line
+ * through its (req/s, p99) points, or for an interval one line per row through its
+ * percentiles.
+ */
 static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size_t k,
                        const struct axis *ax, const struct axis *ay, bool interval)
 {
@@ -225,20 +257,33 @@ static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size
     double ly = TOP + 10 + (double)k * 18;
     size_t shown = 0;
 
-    fprintf(f,
-            "<g class=\"series\">\n<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" "
-            "points=\"",
-            c);
-    for (size_t i = 0; i < n; i++) {
-        if (!is_plottable(v[i], interval))
-            continue;
-        fprintf(f, "%s%.1f,%.1f", shown++ ? " " : "", px(ax, x_of(v[i], interval)),
-                py(ay, v[i]->p99_us));
+    fputs("<g class=\"series\">\n", f);
+    if (interval) {
+        for (size_t i = 0; i < n; i++) {
+            size_t pts = 0;
+
+            begin_line(f, c);
+            for (size_t j = 0; j < NPCT; j++)
+                if (is_measured(pct_of(v[i], j)))
+                    fprintf(f, "%s%.1f,%.1f", pts++ ? " " : "", px(ax, (double)j),
+                            py(ay, pct_of(v[i], j)));
+            fputs("\"/>\n", f);
+            for (size_t j = 0; j < NPCT; j++)
+                if (is_measured(pct_of(v[i], j)))
+                    put_marker(f, marker, c, px(ax, (double)j), py(ay, pct_of(v[i], j)));
+            shown += pts;
+        }
+    } else {
+        begin_line(f, c);
+        for (size_t i = 0; i < n; i++)
+            if (is_plottable(v[i]))
+                fprintf(f, "%s%.1f,%.1f", shown++ ? " " : "", px(ax, v[i]->rps),
+                        py(ay, v[i]->p99_us));
+        fputs("\"/>\n", f);
+        for (size_t i = 0; i < n; i++)
+            if (is_plottable(v[i]))
+                put_marker(f, marker, c, px(ax, v[i]->rps), py(ay, v[i]->p99_us));
     }
-    fputs("\"/>\n", f);
-    for (size_t i = 0; i < n; i++)
-        if (is_plottable(v[i], interval))
-            put_marker(f, marker, c, px(ax, x_of(v[i], interval)), py(ay, v[i]->p99_us));
     /* The legend: a swatch with the series' marker, then its name. */
     fprintf(f,
             "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" "
@@ -278,16 +323,30 @@ int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
     for (size_t i = 0; i < n; i++) {
         if (i == 0 || !bench__same_series(v[i - 1], v[i]))
             nseries++;
-        if (!is_plottable(v[i], interval))
-            continue;
-        xmax = fmax(xmax, x_of(v[i], interval));
-        ymin = fmin(ymin, v[i]->p99_us);
-        ymax = fmax(ymax, v[i]->p99_us);
+        if (interval) {
+            for (size_t j = 0; j < NPCT; j++) {
+                if (!is_measured(pct_of(v[i], j)))
+                    continue;
+                ymin = fmin(ymin, pct_of(v[i], j));
+                ymax = fmax(ymax, pct_of(v[i], j));
+            }
+        } else if (is_plottable(v[i])) {
+            xmax = fmax(xmax, v[i]->rps);
+            ymin = fmin(ymin, v[i]->p99_us);
+            ymax = fmax(ymax, v[i]->p99_us);
+        }
     }
     /* A long legend makes the canvas taller, never the plot. */
     if (nseries > (HEIGHT - TOP - 20) / 18)
         height = TOP + 20 + (int)nseries * 18;
-    linear_axis(&ax, xmax);
+    if (interval) {
+        /* Categories 0..NPCT-1, each centred in a slot of its own. */
+        ax.log = false;
+        ax.min = -0.5;
+        ax.max = NPCT - 0.5;
+    } else {
+        linear_axis(&ax, xmax);
+    }
     if (ymax > 0 && ymax / ymin > WIDE_RANGE) {
         ay.log = true;
         ay.min = pow(10, floor(log10(ymin)));
@@ -307,9 +366,12 @@ int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
             "font-weight=\"bold\">",
             WIDTH, height, WIDTH, height, WIDTH, height, LEFT + PLOT_W / 2);
     put_xml(f, workload);
-    fprintf(f, ": p99 latency vs %s</text>\n", interval ? "concurrency" : "throughput");
-    put_x_axis(f, &ax, interval);
-    put_y_axis(f, &ay);
+    fputs(interval ? ": latency percentiles</text>\n" : ": p99 latency vs throughput</text>\n", f);
+    if (interval)
+        put_pct_axis(f, &ax);
+    else
+        put_x_axis(f, &ax);
+    put_y_axis(f, &ay, interval);
     fprintf(f,
             "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
             "stroke=\"#000\"/>\n",

@@ -171,9 +171,9 @@ CR_MUST_CHECK int bench_report_markdown(FILE *f, const struct bench_rows *rows,
 
 /*
  * Writes an SVG plot of workload: p99 latency (y, µs; log scale when the range is wide)
- * against req/s (x; for interval workloads, p99 against concurrency), a line with markers per
- * series, axes with ticks and labels, title, legend. Returns 0, -ENOENT (no row of workload),
- * -ENOMEM or -EIO.
+ * against req/s (x), a line with markers per series, axes with ticks and labels, title,
+ * legend. Interval workloads (no req/s) plot each series' p50, p90, p99 and p99.9 as x
+ * categories instead. Returns 0, -ENOENT (no row of workload), -ENOMEM or -EIO.
  */
 CR_MUST_CHECK int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload);
 

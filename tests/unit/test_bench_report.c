@@ -759,8 +759,8 @@ END_TEST
 
 START_TEST(svg_of_intervals_and_empty_workloads)
 {
-    static const char csv[] = HEADER "interval:t_conn,cabrank,forking,1,0,0,,,400,,,,,0,1\n"
-                                     "interval:t_conn,cabrank,prefork,1,0,0,,,80,,,,,0,1\n"
+    static const char csv[] = HEADER "interval:t_conn,cabrank,forking,1,0,0,150,,400,900,,,,0,1\n"
+                                     "interval:t_conn,cabrank,prefork,1,0,0,20,30,80,,,,,0,1\n"
                                      "line,cabrank,lf,1,0,,,,,,,,,0,1\n"
                                      "odd\xff,cabrank,lf,1,0,1,,,1,,,,,0,1\n";
     struct bench_rows rows = {0};
@@ -770,8 +770,14 @@ START_TEST(svg_of_intervals_and_empty_workloads)
     parse_ok(csv, &rows);
     svg = render(svg_fn, &rows, "interval:t_conn");
     check_svg(svg);
-    ck_assert_ptr_nonnull(strstr(svg, ">concurrency (connections)</text>"));
+    /* The percentiles are the x categories; a line per series through those measured. */
+    ck_assert_ptr_nonnull(strstr(svg, ">percentile</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">p99.9</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">interval:t_conn: latency percentiles</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "latency (&#181;s, log scale)"));
     ck_assert_uint_eq(count(svg, "<polyline"), 2);
+    ck_assert_uint_eq(count(svg, "<circle"), 3 + 1);      /* forking's 3 points and its legend */
+    ck_assert_uint_eq(count(svg, "<rect x="), 3 + 1 + 1); /* prefork's, legend, plot frame */
     free(svg);
     svg = render(svg_fn, &rows, "line");
     check_svg(svg);
