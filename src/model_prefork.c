@@ -838,7 +838,9 @@ static void retire_one(struct cr_model *m)
     for (struct proc *p = m->procs; p != NULL; p = p->next) {
         int st;
 
-        if (p->generation != m->generation || p->told != 0 || p->slot < 0)
+        /* reuseport: a worker with a copy of its own stays, or
+         * connections queued on the copy would wait for its successor. */
+        if (p->generation != m->generation || p->told != 0 || p->slot < 0 || p->rp_index >= 0)
             continue;
         st = __atomic_load_n(&cr__scoreboard_slot(m->sb, (unsigned)p->slot)->state,
                              __ATOMIC_RELAXED);
@@ -855,6 +857,9 @@ static void maintain(struct cr_model *m)
     unsigned live;
     unsigned idle;
 
+    /* reuseport: a copy nobody accepts on gets a worker first. */
+    if (free_copy(m) >= 0)
+        spawn(m, 1);
     count_pool(m, &live, &idle);
     CR_LOG(CR_LOG_DEBUG, "prefork: maintenance: %u live, %u idle, rate %u", live, idle,
            m->spawn_rate);
@@ -975,9 +980,15 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
     if (m->stop_applied == 0 && !was_starting) {
         unsigned live;
         unsigned idle;
+        unsigned n;
 
         count_pool(m, &live, &idle);
-        spawn(m, shortfall(m, live, idle));
+        n = shortfall(m, live, idle);
+        /* reuseport: its copy needs a successor even when the pool is
+         * not short (a spare may have outlived a retired copy holder). */
+        if (n == 0 && free_copy(m) >= 0)
+            n = 1;
+        spawn(m, n);
     }
 }
 

@@ -798,11 +798,17 @@ START_TEST(spares_follow_load)
 }
 END_TEST
 
-/* max_requests_per_child: workers retire after 5 requests and are replaced;
- * no request fails. */
+/* max_requests_per_child, with each lock: workers retire after 5 requests
+ * and are replaced (under reuseport the successor takes over the retired
+ * worker's copy of the listener); no request fails. */
 START_TEST(max_requests_retires_workers)
 {
-    struct cr_server_config cfg = {.workers = 2, .threads = 1, .max_requests_per_child = 5};
+    struct cr_server_config cfg = {
+        .workers = 2,
+        .threads = 1,
+        .max_requests_per_child = 5,
+        .accept_lock = locks[_i],
+    };
     struct cr_server_stats st;
     struct fixture f;
     int pids[40];
@@ -976,7 +982,7 @@ Suite *prefork_suite(void)
     tcase_add_loop_test(tc, graceful_restart_loses_nothing, 0, 2 * NLOCKS);
     tcase_add_test(tc, sighup_restarts_through_server_run);
     tcase_add_test(tc, spares_follow_load);
-    tcase_add_test(tc, max_requests_retires_workers);
+    tcase_add_loop_test(tc, max_requests_retires_workers, 0, NLOCKS);
     tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
     tcase_add_test(tc, failing_process_init_is_not_a_fork_loop);
     tcase_add_test(tc, restarts_never_wait_for_a_slot);
