@@ -61,10 +61,20 @@
  * counters (accepted, bytes, requests) are kept in a shared page this model
  * maps and cr_server_stats adds; each worker's own are in its slot.
  *
+ * A worker closes what the model holds and it does not use (its siblings'
+ * pidfds, the manager's reactor and eventfd, the other workers' reuseport
+ * copies), never a range of descriptors: the service's own (a file cache,
+ * a log) must survive the fork. Whatever else the master's process has
+ * open when it forks is inherited too, as with any fork.
+ *
+ * Statistics: cr_server_stats lists one worker per process in the
+ * scoreboard (IDLE as follower, LISTENING as leader, BUSY as processing,
+ * STOPPING as stopped; its connections as events; no time per role).
+ *
  * Ownership: the model owns the manager thread, its reactor and eventfd,
  * the worker processes (a struct proc each, manager thread only), the
- * scoreboard, the accept lock and the shared counters; it borrows the
- * listening sockets (server.c's) and the service.
+ * scoreboard, the accept lock, the reuseport copies and the shared
+ * counters; it borrows the listening sockets (server.c's) and the service.
  *
  * Lock order: m->lock alone (never held across a fork or a reactor call);
  * in a worker, w->lock alone.
