@@ -501,13 +501,32 @@ static void emit(struct ctx *x, const struct bench_row *row)
 static void fill_usage(struct bench_row *row, const struct bench_usage *u0,
                        const struct bench_usage *u1, uint64_t requests)
 {
+    /* forking's children take their context switches with them when they exit (the kernel
+     * keeps only their CPU time): a count that would be mostly missing is not reported. */
+    bool switches = strncmp(row->config, "forking", 7) != 0;
+
     if (u1->processes == 0)
         return;
     row->peak_rss_kb = (double)u1->hwm_kb;
     if (requests == 0)
         return;
-    row->cpu_us_per_req = (u1->cpu_s - u0->cpu_s) * 1e6 / (double)requests;
-    row->ctxsw_per_req = (double)(u1->ctxsw - u0->ctxsw) / (double)requests;
+    /* A child that exited but is not reaped yet has left the live tree and not yet reached
+     * the parent's cutime, and reaped children's context switches are lost for good (the
+     * forking model): a reading that went down is not measured rather than negative. */
+    if (u1->cpu_s >= u0->cpu_s)
+        row->cpu_us_per_req = (u1->cpu_s - u0->cpu_s) * 1e6 / (double)requests;
+    if (switches && u1->ctxsw >= u0->ctxsw)
+        row->ctxsw_per_req = (double)(u1->ctxsw - u0->ctxsw) / (double)requests;
+}
+
+/* The second usage reading of a point. Under forking, the children of the point's
+ * connections exit when the load closes them; once the manager reaps them their CPU time is in
+ * its cutime, before that it is nowhere: give it a moment. */
+static void read_usage_after(pid_t pid, const char *config, struct bench_usage *u)
+{
+    if (strncmp(config, "forking", 7) == 0)
+        usleep(200000);
+    bench_usage_read(pid, u);
 }
 
 static void progress_start(struct ctx *x, const char *server, const char *config, const char *w,
@@ -581,7 +600,7 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
         row.concurrency = o->conc[i];
         bench_usage_read(s->pid, &u0);
         err = bench_wrk_run(&l, &r);
-        bench_usage_read(s->pid, &u1);
+        read_usage_after(s->pid, config, &u1);
         if (err < 0) {
             fprintf(stderr, "wrk failed: %s\n", strerror(-err));
             continue;
@@ -699,7 +718,7 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
             row.rate = l.rate;
             bench_usage_read(s->pid, &u0);
             err = bench_line_run(&l, &r);
-            bench_usage_read(s->pid, &u1);
+            read_usage_after(s->pid, config, &u1);
             if (err < 0) {
                 fprintf(stderr, "failed: %s\n", strerror(-err));
                 continue;
