@@ -14,12 +14,11 @@
  *
  * A connection has one operation in flight at a time: a receive while it
  * waits for input, a send while output is queued (the readiness driver's
- * READ or WRITE wait), so its receive and send tokens never complete at the
- * same time. Its handlers still hold its lock over their body: the handler
- * that starts an operation may still be running when that operation's
- * handler starts on another thread (lf dispatch), and a handler never
- * touches a connection after unlocking it, since the next handler may free
- * it.
+ * READ or WRITE wait). Both go through one token, each started by the
+ * handler of the one before, so the proactor runs them one after another
+ * (a start from a token's own handler is submitted once it returns) and no
+ * two handlers of a connection ever overlap. The connection's lock is held
+ * by its handler and by the stop walk (below), nobody else.
  *
  * Receive buffer: the kernel writes it asynchronously, so it is the
  * connection's own, not the thread's. An idle connection receives into a
@@ -39,18 +38,23 @@
  * accepted in the meantime is parked unserved (its socket waits, as in the
  * listen backlog) and served first once a connection closes.
  *
- * Stop: graceful cancels the accepts and every receive; a connection whose
- * receive is cancelled closes when it is idle, and otherwise receives again
- * to finish the request in flight (checked again after each receive is
- * started, against a stop racing with it). Once the last connection and
- * accept are gone the proactor is stopped and its threads leave. Immediate
+ * Stop: graceful cancels the accepts and posts the stop walk to a
+ * dispatcher thread (so the caller never waits for a handler): under each
+ * connection's lock it cancels the receive of every idle connection, never
+ * a send or the receive of a request in flight. A connection closes
+ * instead of starting an idle receive once stopping is set; the stop sets
+ * it before the walk and a handler reads it under the connection's lock, so
+ * every idle receive is either cancelled by the walk or never started.
+ * Once the last connection and accept are gone the proactor is stopped and
+ * its threads leave. Immediate
  * stops the proactor at once: every operation completes with -ECANCELED
  * (or -ESHUTDOWN when started afterwards), and each connection closes in
  * its handler. Either way every token's last handler has run when
  * cr_proactor_wait returns.
  *
- * Lock order: m->lock, then the proactor's own; a connection's lock is
- * never held while taking m->lock.
+ * Lock order: m->lock, then a connection's lock (the stop walk), then the
+ * proactor's own; a handler never takes m->lock holding its connection's
+ * lock.
  */
 #include <cabrank/clock.h>
 #include <cabrank/log.h>
@@ -82,17 +86,16 @@ struct pconn {
     struct cr_conn *c;
     int fd;
 
-    /* Held by the handlers over their body (see the top of the file). */
+    /* Held by its handler over its body, and by the stop walk. */
     struct cr_mutex lock;
     /* Protected by lock. */
-    struct cr_aop rx;
-    struct cr_aop tx;
+    struct cr_aop io;
+    bool sending;   /* the operation in flight is a send, else a receive */
+    bool idle_recv; /* ... a receive on an idle connection */
+    bool closed;
     char *big;    /* RX_BIG bytes, or NULL */
     bool use_big; /* the last receive filled its buffer */
     char small[RX_SMALL];
-
-    /* Atomic: orders a graceful stop against a receive (arm_recv). */
-    unsigned sync;
 
     /* Protected by m->lock. */
     struct pconn *prev;
@@ -131,6 +134,9 @@ struct cr_model {
     bool started;
     bool waited;
 
+    /* The stop walk; in flight while stop_walking (under lock). */
+    struct cr_aop stopper;
+
     struct cr_mutex lock;
     /* Protected by lock. */
     struct pconn *conns;
@@ -140,8 +146,10 @@ struct cr_model {
     unsigned parked_cap;
     bool paused;   /* accepts cancelled at max_connections */
     bool finished; /* cr_proactor_stop called */
+    bool stop_walking;
 
-    /* Written under lock, read anywhere: seq_cst (see arm_recv). */
+    /* Written under lock, read anywhere (seq_cst: a flag ordering nothing
+     * else; the stop walk's post and locks order it for arm_recv). */
     int stopping;
     int immediate;
     /* Next slot for a thread's first handler (lf, single). Relaxed. */
@@ -238,7 +246,7 @@ static void cancel_acceptors(struct cr_model *m, bool retries)
  * Caller holds m->lock. */
 static void maybe_finish(struct cr_model *m)
 {
-    if (!is_stopping(m) || m->finished || m->nconns > 0)
+    if (!is_stopping(m) || m->finished || m->nconns > 0 || m->stop_walking)
         return;
     for (unsigned i = 0; i < m->nacceptors; i++) {
         if (m->acceptors[i].armed || m->acceptors[i].retrying)
@@ -381,13 +389,14 @@ static uint64_t timeout_ms(const struct cr_conn *c)
 static void close_conn(struct pconn *pc)
 {
     struct cr_model *m = pc->m;
-    unsigned ring = pc->rx.ring;
+    unsigned ring = pc->io.ring;
     int next;
 
     cr__conn_destroy(pc->c);
     counter_add(m->env.open_connections, -1);
     free(pc->big);
     pc->big = NULL;
+    pc->closed = true; /* for a stop walk waiting for the lock */
     cr_mutex_unlock(&pc->lock);
 
     cr_mutex_lock(&m->lock);
@@ -399,7 +408,8 @@ static void close_conn(struct pconn *pc)
         pc->next->prev = pc->prev;
     next = slot_freed(m);
     cr_mutex_unlock(&m->lock);
-    /* No operation is in flight and stop no longer sees pc: ours alone. */
+    /* No operation is in flight and the stop walk no longer sees pc (it
+     * holds m->lock throughout): ours alone. */
     cr_mutex_fini(&pc->lock);
     free(pc);
     if (next >= 0)
@@ -431,29 +441,16 @@ static void arm_recv(struct pconn *pc)
         free(pc->big); /* an idle connection holds no big buffer */
         pc->big = NULL;
     }
-    err = cr_aop_recv(&pc->rx, pc->fd, buf, cap, timeout_ms(pc->c));
+    /* Set first: the stop walk reads them once we unlock. */
+    pc->sending = false;
+    pc->idle_recv = idle;
+    err = cr_aop_recv(&pc->io, pc->fd, buf, cap, timeout_ms(pc->c));
     if (err < 0) {
         if (err != -ESHUTDOWN)
             CR_LOG(CR_LOG_WARN, "proactor: starting a receive failed: %s", strerror(-err));
+        pc->idle_recv = false;
         close_conn(pc);
         return;
-    }
-    /*
-     * A graceful stop stores `stopping`, then cancels every receive (a
-     * cancel finds a receive in flight by its token's busy bit); we set
-     * that bit by starting the receive, then load `stopping`. Between the
-     * two, each side does a read-modify-write on pc->sync: whichever comes
-     * second in its order sees what the other did before it, so either the
-     * stop's cancel sees this receive busy, or we see the stop here and
-     * cancel it ourselves
-     * (a receive started from its own handler is submitted after it
-     * returns, and the cancel bit then completes it at once).
-     */
-    if (idle) {
-        /* Acq_rel: pairs with proactor_stop's RMW on sync. */
-        __atomic_fetch_add(&pc->sync, 1, __ATOMIC_ACQ_REL);
-        if (is_stopping(m))
-            (void)cr_aop_cancel(&pc->rx);
     }
     cr_mutex_unlock(&pc->lock);
 }
@@ -475,11 +472,12 @@ static void proceed(struct pconn *pc, enum cr__conn_next next)
     }
     err = cr__conn_next_output(pc->c, &out, CR_AOP_MAX_IOV, SEND_CHUNK);
     assert(err == 0);
+    pc->sending = true;
     if (out.file_fd >= 0)
         err =
-            cr_aop_sendfile(&pc->tx, pc->fd, out.file_fd, out.file_off, out.len, timeout_ms(pc->c));
+            cr_aop_sendfile(&pc->io, pc->fd, out.file_fd, out.file_off, out.len, timeout_ms(pc->c));
     else
-        err = cr_aop_sendv(&pc->tx, pc->fd, out.iov, out.iovcnt, timeout_ms(pc->c));
+        err = cr_aop_sendv(&pc->io, pc->fd, out.iov, out.iovcnt, timeout_ms(pc->c));
     if (err < 0) {
         if (err != -ESHUTDOWN)
             CR_LOG(CR_LOG_WARN, "proactor: starting a send failed: %s", strerror(-err));
@@ -489,48 +487,69 @@ static void proceed(struct pconn *pc, enum cr__conn_next next)
     cr_mutex_unlock(&pc->lock);
 }
 
-static void on_recv(struct cr_aop *op, ssize_t res, unsigned flags)
+/* A receive completed. Caller holds pc->lock; this unlocks it. */
+static void received(struct pconn *pc, ssize_t res, unsigned w)
 {
-    struct pconn *pc = container_of(op, struct pconn, rx);
-    struct cr_model *m = pc->m;
-    unsigned w = handler_enter(m);
+    const char *buf = pc->use_big && pc->big != NULL ? pc->big : pc->small;
+    size_t cap = buf == pc->big ? RX_BIG : sizeof(pc->small);
 
-    CR_UNUSED(flags);
-    cr_mutex_lock(&pc->lock);
-    if (res == -ECANCELED && !__atomic_load_n(&m->immediate, __ATOMIC_SEQ_CST) &&
-        !cr__conn_is_idle(pc->c)) {
-        /* A graceful stop: finish the request in flight first. */
-        arm_recv(pc);
-    } else if (res < 0) {
+    if (res < 0) {
+        /* -ECANCELED: a stop (the walk cancels idle receives only). */
         if (res != -ECANCELED && res != -ETIMEDOUT && res != -ECONNRESET)
             CR_LOG(CR_LOG_DEBUG, "proactor: receive failed: %s", strerror((int)-res));
         close_conn(pc);
-    } else {
-        const char *buf = pc->use_big && pc->big != NULL ? pc->big : pc->small;
-        size_t cap = buf == pc->big ? RX_BIG : sizeof(pc->small);
-
-        pc->use_big = (size_t)res == cap;
-        proceed(pc, cr__conn_feed(pc->c, buf, (size_t)res, w));
+        return;
     }
-    handler_leave(m, w);
+    pc->use_big = (size_t)res == cap;
+    proceed(pc, cr__conn_feed(pc->c, buf, (size_t)res, w));
 }
 
-static void on_send(struct cr_aop *op, ssize_t res, unsigned flags)
+/* A send completed (all of it, or an error). Caller holds pc->lock; this
+ * unlocks it. */
+static void sent(struct pconn *pc, ssize_t res, unsigned w)
 {
-    struct pconn *pc = container_of(op, struct pconn, tx);
-    struct cr_model *m = pc->m;
-    unsigned w = handler_enter(m);
-
-    CR_UNUSED(flags);
-    cr_mutex_lock(&pc->lock);
     if (res < 0) {
         if (res != -ECANCELED && res != -ETIMEDOUT && res != -EPIPE && res != -ECONNRESET)
             CR_LOG(CR_LOG_DEBUG, "proactor: send failed: %s", strerror((int)-res));
         close_conn(pc);
-    } else {
-        proceed(pc, cr__conn_sent(pc->c, (size_t)res, w));
+        return;
     }
+    proceed(pc, cr__conn_sent(pc->c, (size_t)res, w));
+}
+
+static void on_io(struct cr_aop *op, ssize_t res, unsigned flags)
+{
+    struct pconn *pc = container_of(op, struct pconn, io);
+    struct cr_model *m = pc->m;
+    unsigned w = handler_enter(m);
+
+    CR_UNUSED(flags);
+    cr_mutex_lock(&pc->lock);
+    pc->idle_recv = false;
+    if (pc->sending)
+        sent(pc, res, w);
+    else
+        received(pc, res, w);
     handler_leave(m, w);
+}
+
+/* The stop walk (see the top of the file). */
+static void on_stop_walk(struct cr_aop *op, ssize_t res, unsigned flags)
+{
+    struct cr_model *m = container_of(op, struct cr_model, stopper);
+
+    CR_UNUSED(res);
+    CR_UNUSED(flags);
+    cr_mutex_lock(&m->lock);
+    for (struct pconn *pc = m->conns; pc != NULL; pc = pc->next) {
+        cr_mutex_lock(&pc->lock);
+        if (pc->idle_recv && !pc->closed)
+            (void)cr_aop_cancel(&pc->io);
+        cr_mutex_unlock(&pc->lock);
+    }
+    m->stop_walking = false;
+    maybe_finish(m);
+    cr_mutex_unlock(&m->lock);
 }
 
 /*
@@ -561,8 +580,7 @@ static void start_conn(struct cr_model *m, int fd, unsigned ring)
     counter_add(m->env.open_connections, 1);
     pc->m = m;
     pc->fd = fd;
-    cr_aop_init(&pc->rx, m->p, ring, on_recv);
-    cr_aop_init(&pc->tx, m->p, ring, on_send);
+    cr_aop_init(&pc->io, m->p, ring, on_io);
 
     cr_mutex_lock(&m->lock);
     pc->next = m->conns;
@@ -623,6 +641,7 @@ static int proactor_create(struct cr_model **out, const struct cr_model_env *env
         goto out_destroy;
     }
     m->is_lf = strcmp(cr_proactor_dispatch(m->p), "lf") == 0;
+    cr_aop_init(&m->stopper, m->p, 0, on_stop_walk);
     m->nslots = cr_proactor_threads(m->p);
     if (m->nslots == 0)
         m->nslots = 1;
@@ -676,13 +695,8 @@ static void proactor_stop(struct cr_model *m, bool graceful)
     close_parked(m);
     if (graceful && !m->finished) {
         cancel_acceptors(m, true);
-        /* Idle connections close in their handler; busy ones receive
-         * again (on_recv). */
-        for (struct pconn *pc = m->conns; pc != NULL; pc = pc->next) {
-            /* Acq_rel: pairs with arm_recv's RMW on sync. */
-            __atomic_fetch_add(&pc->sync, 1, __ATOMIC_ACQ_REL);
-            (void)cr_aop_cancel(&pc->rx);
-        }
+        if (m->conns != NULL && !m->stop_walking && cr_aop_post(&m->stopper, 0) == 0)
+            m->stop_walking = true;
         maybe_finish(m);
     } else if (!m->finished) {
         m->finished = true;
