@@ -135,6 +135,10 @@ CR_MUST_CHECK int bench_wrk_script(const char *dir, char *path);
 /* Whether wrk is in PATH. */
 bool bench_wrk_found(void);
 
+/* Parses the line the script makes wrk print out of its whole output (NUL-terminated) into
+ * *r (requests, seconds, req/s, errors, percentiles in µs). 0 or -EPROTO. For the tests. */
+CR_MUST_CHECK int bench__wrk_parse(const char *out, struct bench_load_result *r);
+
 /* Runs wrk once. 0 (r filled), -ENOENT (no wrk), -EPROTO (no figures in its output), or
  * -errno. A point with no request served is still 0 with rps 0 and errors counted. */
 CR_MUST_CHECK int bench_wrk_run(const struct bench_http_load *l, struct bench_load_result *r);

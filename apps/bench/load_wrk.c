@@ -67,12 +67,14 @@ bool bench_wrk_found(void)
     return false;
 }
 
-/* Parses our marker line out of wrk's stdout. */
-static int parse(const char *out, struct bench_load_result *r)
+int bench__wrk_parse(const char *out, struct bench_load_result *r)
 {
     const char *p = strstr(out, WRK_MARK);
     double v[11];
 
+    memset(r, 0, sizeof(*r));
+    r->rps = NAN;
+    r->pcts = (struct bench_pcts){NAN, NAN, NAN, NAN};
     if (p == NULL ||
         sscanf(p + strlen(WRK_MARK), "%lf %lf %lf %lf %lf %lf %lf %lf %lf %lf %lf", &v[0], &v[1],
                &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10]) != 11)
@@ -179,7 +181,7 @@ int bench_wrk_run(const struct bench_http_load *l, struct bench_load_result *r)
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
         err = -ENOENT;
     else
-        err = parse(out, r);
+        err = bench__wrk_parse(out, r);
     if (err == -EPROTO)
         fprintf(stderr, "cabrank-bench: wrk gave no figures:\n%s\n", out);
 out_free:
