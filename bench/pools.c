@@ -9,13 +9,16 @@
  *     throughput phase, from /proc/<pid>/task/<tid>/{stat,status}, over its
  *     worker processes too under the process models (apps/bench/procstat.c,
  *     shared with cabrank-bench).
- * Models: every one cr_server_models() lists (lf under each promotion);
+ * Models: every one cr_server_models() lists (lf under each promotion,
+ * proactor under each dispatcher: proactor:single|lf|ring-per-thread, over
+ * io_uring, or the emulated engine with CABRANK_URING_DISABLE=1);
  * prefork gets enough workers up front for every client at once.
  * It prints a Markdown table, the ratios the issue targets (lf vs hshr), and
  * the exact command. Not a test: figures vary with the machine's load, so
  * compare configurations within one run.
  *
- * Usage: pools [--seconds S] [--clients N] [--threads N] [--only model[:promotion],...]
+ * Usage: pools [--seconds S] [--clients N] [--threads N]
+ *              [--only model[:promotion|:dispatcher],...]
  */
 #include <cabrank/clock.h>
 #include <cabrank/lf_pool.h>
@@ -88,6 +91,8 @@ static pid_t start_server(const struct options *o, const struct config *c, uint1
             .listen = {"127.0.0.1:0"},
             .threads = o->threads,
             .promotion = c->promotion[0] ? c->promotion : NULL,
+            /* proactor: the second part is the dispatcher. */
+            .dispatch = strcmp(c->model, "proactor") == 0 && c->promotion[0] ? c->promotion : NULL,
             .max_connections = 4096,
         };
         struct cr_test_svc line;
@@ -343,6 +348,12 @@ static void default_configs(struct options *o)
     /* Every model the library implements (cr_server_models lists a model
      * once it is written), lf under every promotion order. */
     for (const char *const *m = cr_server_models(); *m != NULL; m++) {
+        if (strcmp(*m, "proactor") == 0) {
+            add_config(o, "proactor:single");
+            add_config(o, "proactor:lf");
+            add_config(o, "proactor:ring-per-thread");
+            continue;
+        }
         if (strcmp(*m, "lf") != 0) {
             add_config(o, *m);
             continue;
