@@ -33,9 +33,14 @@
  * timeout (the readiness driver's "no progress for send_timeout").
  *
  * Accepting: under ring-per-thread every ring runs a multishot accept on
- * every (shared) listener, and a connection stays on the ring that accepted
- * it. Beyond max_connections the accepts are cancelled; a connection
- * accepted in the meantime is parked unserved (its socket waits, as in the
+ * every (shared) listener, and the accepting thread hands each new
+ * connection to the next ring in turn, where it stays. Measured: with
+ * io_uring the kernel gives every connection of a shared listener to the
+ * same ring's accept (64 of 64 on ring 0), so staying on the accepting ring
+ * made ring-per-thread a single thread; round robin spreads them evenly
+ * without SO_REUSEPORT copies (which cr_server opens only for lf groups, and
+ * which spread by hash, unevenly for few connections). Beyond max_connections the accepts are
+ * cancelled; a connection accepted in the meantime is parked unserved (its socket waits, as in the
  * listen backlog) and served first once a connection closes.
  *
  * Stop: graceful cancels the accepts and posts the stop walk to a
@@ -128,6 +133,7 @@ struct cr_model {
     struct pslot *slots; /* nslots = dispatcher threads */
     unsigned nslots;
     unsigned max_conns;
+    unsigned nrings;
     bool is_lf;
 
     /* Owner thread only. */
@@ -154,6 +160,8 @@ struct cr_model {
     int immediate;
     /* Next slot for a thread's first handler (lf, single). Relaxed. */
     unsigned next_slot;
+    /* The ring of the next connection (ring-per-thread). Relaxed. */
+    unsigned next_ring;
 };
 
 static void counter_add(uint64_t *counter, int64_t delta)
@@ -318,6 +326,9 @@ static void on_accept(struct cr_aop *op, ssize_t res, unsigned flags)
     struct cr_model *m = a->m;
     unsigned ring = op->ring;
     int start = -1;
+
+    if (m->nrings > 1) /* relaxed: any spread will do */
+        ring = __atomic_fetch_add(&m->next_ring, 1, __ATOMIC_RELAXED) % m->nrings;
 
     cr_mutex_lock(&m->lock);
     if (!(flags & CR_AOP_MORE))
@@ -646,6 +657,7 @@ static int proactor_create(struct cr_model **out, const struct cr_model_env *env
     if (m->nslots == 0)
         m->nslots = 1;
     rings = cr_proactor_rings(m->p);
+    m->nrings = rings;
     m->slots = calloc(m->nslots, sizeof(*m->slots));
     m->nacceptors = env->nlisten * rings;
     m->acceptors = calloc(m->nacceptors > 0 ? m->nacceptors : 1, sizeof(*m->acceptors));
