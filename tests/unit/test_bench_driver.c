@@ -52,45 +52,77 @@ START_TEST(percentiles_are_nearest_rank)
 }
 END_TEST
 
+/* ms scaled for slow (sanitizer) builds, for waits that expect an event. */
+static int tmo(int ms)
+{
+    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+    int k = m != NULL ? atoi(m) : 1;
+
+    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
+}
+
+/*
+ * The child's own usage is read first, once it has touched its 8 MiB and blocked (its first
+ * voluntary context switch), then the tree's: every figure but the process count only grows,
+ * so the tree's is at least what the test process had before the fork plus the child's. Under
+ * ASan the child's peak RSS passes 8 MiB at the fork (the parent's shadow pages), so waiting
+ * for the tree's peak alone proved nothing had run or blocked yet: a test process that had
+ * never slept and a child not yet blocked read 0 context switches.
+ */
 START_TEST(usage_sums_the_tree_with_children)
 {
     struct bench_usage alone;
+    struct bench_usage kid;
     struct bench_usage with;
-    int pfd[2];
+    int ready[2];
+    int go[2];
     pid_t child;
+    uint64_t end;
     char c;
 
     bench_usage_read(getpid(), &alone);
     ck_assert_uint_ge(alone.processes, 1);
     ck_assert_uint_gt(alone.hwm_kb, 0);
     ck_assert(alone.cpu_s >= 0);
-    ck_assert_int_eq(pipe(pfd), 0);
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(go), 0);
     child = fork();
     ck_assert_int_ge(child, 0);
     if (child == 0) {
-        /* Touch 8 MiB so the child's peak RSS is visible, then wait to be read. */
+        /* Touch 8 MiB so the child's peak RSS is visible, say so, then wait to be read. */
         /* volatile: the compiler may not drop the stores of a buffer it sees freed. */
         volatile char *big = malloc(8 << 20);
 
-        close(pfd[1]);
+        close(ready[0]);
+        close(go[1]);
         for (size_t i = 0; big != NULL && i < (8u << 20); i += 4096)
             big[i] = 1;
-        if (read(pfd[0], &c, 1) < 0)
+        if (big == NULL || write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) < 0)
             _exit(1);
         free((void *)big);
         _exit(0);
     }
-    close(pfd[0]);
-    for (int i = 0; i < 200; i++) {
-        bench_usage_read(getpid(), &with);
-        if (with.processes >= alone.processes + 1 && with.hwm_kb >= alone.hwm_kb + 8192)
+    close(ready[1]);
+    close(go[0]);
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    /* Until the child has blocked in its read and its RSS counters caught up. */
+    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    for (;;) {
+        bench_usage_read(child, &kid);
+        if ((kid.ctxsw >= 1 && kid.hwm_kb >= 8192) || cr_test_now_ms() >= end)
             break;
-        usleep(10000);
+        usleep(1000);
     }
+    ck_assert_uint_eq(kid.processes, 1);
+    ck_assert_uint_ge(kid.ctxsw, 1);
+    ck_assert_uint_ge(kid.hwm_kb, 8192);
+    bench_usage_read(getpid(), &with);
     ck_assert_uint_ge(with.processes, alone.processes + 1);
-    ck_assert_uint_ge(with.hwm_kb, alone.hwm_kb + 8192);
+    ck_assert_uint_ge(with.hwm_kb, alone.hwm_kb + kid.hwm_kb);
+    ck_assert_uint_ge(with.ctxsw, alone.ctxsw + kid.ctxsw);
     ck_assert_uint_ge(with.ctxsw, 1);
-    close(pfd[1]);
+    close(go[1]);
+    close(ready[0]);
     ck_assert_int_eq(waitpid(child, NULL, 0), child);
     /* A process that is gone reads as nothing. */
     bench_usage_read(child, &with);
