@@ -350,13 +350,15 @@ static void forget_child(struct cr_model *m, unsigned i)
     close(ch->pidfd);
     ch->live = false;
     ch->pidfd = -1;
+    /* Closed before the slot is freed (a release store): whoever sees the process gone sees
+     * its connection closed. */
+    counter_add(m->env.open_connections, -1);
+    counter_add(&m->shared->open_connections, -1);
     /* Ours since the claim: forking never evicts. */
     assert(cr__scoreboard_owns(m->sb, i, ch->tag));
     __atomic_store_n(&cr__scoreboard_slot(m->sb, i)->state, (int)CR_WORKER_DEAD, __ATOMIC_RELAXED);
     cr__scoreboard_release(m->sb, i);
     m->nchildren--;
-    counter_add(m->env.open_connections, -1);
-    counter_add(&m->shared->open_connections, -1);
     update_pause(m);
 }
 
@@ -437,12 +439,18 @@ static void spawn_child(struct cr_model *m, int fd)
         return;
     }
     sa.slot = (unsigned)slot;
+    /* Open before the fork, so everything the child does (its first reply included) comes
+     * after: counted after it, a stats reader could see the child serve and the count lag. */
+    counter_add(m->env.open_connections, 1);
+    counter_add(&m->shared->open_connections, 1);
     err = cr__proc_spawn(child_main, &sa, &pid, &pidfd);
     /* The child has its copy; the master keeps none, so later children do
      * not inherit it. */
     close(fd);
     if (err < 0) {
         CR_LOG(CR_LOG_WARN, "forking: fork failed: %s; closing connection", strerror(-err));
+        counter_add(m->env.open_connections, -1);
+        counter_add(&m->shared->open_connections, -1);
         cr__scoreboard_release(m->sb, (unsigned)slot);
         return;
     }
@@ -455,8 +463,6 @@ static void spawn_child(struct cr_model *m, int fd)
     ch->pidfd = pidfd;
     ch->tag = cr__scoreboard_slot(m->sb, (unsigned)slot)->tag;
     m->nchildren++;
-    counter_add(m->env.open_connections, 1);
-    counter_add(&m->shared->open_connections, 1);
     /* A stop that came during the fork did not see this child. */
     if (m->stopping != 0)
         tell_child(m, (unsigned)slot, m->stopping);
