@@ -2,7 +2,7 @@
  * httpd_prefork.c (integration) - cabrank-httpd under the process models,
  * prefork and forking, each started from a --config file: files served;
  * the status page's JSON is valid and shows the scoreboard (pids of our own
- * children; prefork: the generation); SIGHUP ten times, one every 300 ms,
+ * children; prefork: the generation); SIGHUP every second for 10 s (the issue),
  * while a client thread sends Connection: close requests: none fails, the
  * generation advances (prefork) and the old generations drain; a document
  * root changed in the file is served after a SIGHUP; every request the
@@ -23,7 +23,7 @@
 #define HELLO       "Hello, world\n"
 #define MIDSIZE     (200u * 1024)
 #define HUPS        10
-#define HUP_GAP_MS  300
+#define HUP_GAP_MS  1000
 #define LOAD_MAX    200000 /* requests the load thread sends at most */
 #define MAX_PIDS    512
 #define STATUS_JSON "GET /server-status?format=json HTTP/1.1\r\nHost: t\r\n\r\n"
