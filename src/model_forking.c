@@ -9,12 +9,13 @@
  * service, whose calls all happen in the children.
  *
  * Manager: one thread runs a cr_reactor holding a cr_acceptor per listening
- * socket and each live child's pidfd (readable when the child exits: no
- * SIGCHLD, proc_internal.h says why). It accepts, forks (cr__proc_spawn),
- * closes its copy of the connection at once, and reaps children as their
- * pidfds fire. It is the only thread that forks, claims or releases slots
- * and reaps; PR_SET_PDEATHSIG ties the children to it, and it lives until
- * the last one is reaped.
+ * socket (the accept loop, accept_loop_internal.h) and each live child's
+ * pidfd (readable when the child exits: no SIGCHLD, proc_internal.h says
+ * why). It accepts, forks (cr__proc_spawn), closes its copy of the
+ * connection at once, and reaps children as their pidfds fire. It is the
+ * only thread that forks, claims or releases slots and reaps;
+ * PR_SET_PDEATHSIG ties the children to it, and it lives until the last one
+ * is reaped.
  *
  * Cap: children alive <= cap (cfg->max_workers, and no more than
  * max_connections). At the cap the acceptors pause, so new connections wait
@@ -39,15 +40,16 @@
  * first stop; wait() returns once every child is reaped and the manager
  * thread joined.
  *
- * Lock order: m->lock, then an acceptor's lock, then the reactor's
- * (acceptor.c). m->lock guards the child table, which stop() walks to
- * signal children while the manager forks and reaps.
+ * Lock order: m->lock, then the accept loop's lock, then an acceptor's
+ * lock, then the reactor's (accept_loop.c, acceptor.c). m->lock guards the
+ * child table, which stop() walks to signal children while the manager forks
+ * and reaps.
  */
 #include <cabrank/clock.h>
-#include <cabrank/listener.h>
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
+#include "accept_loop_internal.h"
 #include "model_internal.h"
 #include "os/sync_internal.h"
 #include "proc_internal.h"
@@ -105,7 +107,8 @@ struct cr_model {
     /* Immutable after create. */
     struct cr_model_env env;
     unsigned cap;
-    struct cr_reactor *r;
+    struct cr__accept_loop *loop; /* the manager thread, its reactor and acceptors */
+    struct cr_reactor *r;         /* the loop's */
     int reactor_fds[CR__REACTOR_MAX_FDS];
     unsigned nreactor_fds;
     struct cr__scoreboard *sb;             /* cap slots, shared */
@@ -113,21 +116,10 @@ struct cr_model {
     struct child *children;                /* cap entries */
     struct sockaddr_storage *listen_addrs; /* local address of each listener */
     unsigned nlisten_addrs;
-    pthread_t manager;
-
-    /* Owner thread only (start, wait, destroy). */
-    bool started;
-    bool joined;
-
-    /* nlisten entries; the manager thread alone uses and destroys them
-     * once started (under lock for pause/resume from reap). */
-    struct cr_acceptor **acceptors;
 
     struct cr_mutex lock;
     /* Protected by lock. */
     unsigned nchildren; /* live children */
-    bool paused;        /* acceptors paused at the cap */
-    bool accepting;     /* acceptors exist */
     int stopping;       /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
     bool kill_armed;    /* the SIGKILL timer is set */
 };
@@ -325,18 +317,8 @@ static void tell_child(struct cr_model *m, unsigned i, int level)
  * holds m->lock. */
 static void update_pause(struct cr_model *m)
 {
-    bool full = m->nchildren >= m->cap;
-
     cr_mutex_assert_held(&m->lock);
-    if (!m->accepting || full == m->paused)
-        return;
-    m->paused = full;
-    for (unsigned i = 0; i < m->env.nlisten; i++) {
-        if (full)
-            cr_acceptor_pause(m->acceptors[i]);
-        else
-            cr_acceptor_resume(m->acceptors[i]);
-    }
+    cr__accept_loop_update(m->loop, m->nchildren);
 }
 
 /* Drops the reaped child of slot i: closes its pidfd (no longer in the
@@ -484,12 +466,12 @@ static void spawn_child(struct cr_model *m, int fd)
     }
 }
 
-static void on_accept(struct cr_acceptor *a, int fd, void *arg)
+static void on_accept(struct cr__accept_loop *l, int fd, void *arg)
 {
     struct cr_model *m = arg;
     int stopping;
 
-    CR_UNUSED(a);
+    CR_UNUSED(l);
     counter_add(m->env.accepted, 1);
     counter_add(&m->shared->accepted, 1);
     cr_mutex_lock(&m->lock);
@@ -503,20 +485,7 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
     spawn_child(m, fd);
 }
 
-/* At the first stop: no more accepts. Manager thread (it alone runs the
- * reactor, so no acceptor callback is running). */
-static void drop_acceptors(struct cr_model *m)
-{
-    cr_mutex_lock(&m->lock);
-    m->accepting = false;
-    cr_mutex_unlock(&m->lock);
-    for (unsigned i = 0; i < m->env.nlisten; i++) {
-        cr_acceptor_destroy(m->acceptors[i]);
-        m->acceptors[i] = NULL;
-    }
-}
-
-static void *manager_main(void *arg)
+static void manager_main(struct cr__accept_loop *l, void *arg)
 {
     struct cr_model *m = arg;
     bool dropped = false;
@@ -536,7 +505,8 @@ static void *manager_main(void *arg)
         }
         cr_mutex_unlock(&m->lock);
         if (stopping != 0 && !dropped) {
-            drop_acceptors(m);
+            /* At the first stop: no more accepts. */
+            cr__accept_loop_drop(l);
             dropped = true;
         }
         if (arm && cr_reactor_timer_add(m->r, KILL_AFTER_MS, on_kill_timer, m, NULL) < 0)
@@ -564,19 +534,27 @@ static void *manager_main(void *arg)
             }
         }
     }
-    return NULL;
 }
 
-/* Creates the reactor and records its descriptors, for the children to
- * close (reactor_internal.h). */
-static int create_reactor(struct cr_model *m)
+/* Creates the accept loop (its reactor and acceptors) and records the
+ * reactor's descriptors, for the children to close (reactor_internal.h). */
+static int create_loop(struct cr_model *m)
 {
-    struct cr_reactor_config rcfg = {.backend = m->env.cfg->backend, .batch = 0};
+    struct cr__accept_loop_config lcfg = {
+        .backend = m->env.cfg->backend,
+        .listen_fds = m->env.listen_fds,
+        .nlisten = m->env.nlisten,
+        .cap = m->cap,
+        .on_accept = on_accept,
+        .run = manager_main,
+        .arg = m,
+    };
     int err;
 
-    err = cr_reactor_create(&m->r, &rcfg);
+    err = cr__accept_loop_create(&m->loop, &lcfg);
     if (err < 0)
         return err;
+    m->r = cr__accept_loop_reactor(m->loop);
     m->nreactor_fds = cr__reactor_fds(m->r, m->reactor_fds);
     return 0;
 }
@@ -613,9 +591,8 @@ static int forking_create(struct cr_model **out, const struct cr_model_env *env)
     }
     /* From here forking_destroy undoes whatever was set up. */
     m->children = calloc(cap, sizeof(*m->children));
-    m->acceptors = calloc(env->nlisten > 0 ? env->nlisten : 1, sizeof(*m->acceptors));
     m->listen_addrs = calloc(env->nlisten * env->listen_groups + 1, sizeof(*m->listen_addrs));
-    if (m->children == NULL || m->acceptors == NULL || m->listen_addrs == NULL) {
+    if (m->children == NULL || m->listen_addrs == NULL) {
         err = -ENOMEM;
         goto out_destroy;
     }
@@ -643,17 +620,9 @@ static int forking_create(struct cr_model **out, const struct cr_model_env *env)
         }
         m->nlisten_addrs++;
     }
-    err = create_reactor(m);
+    err = create_loop(m);
     if (err < 0)
         goto out_destroy;
-    for (unsigned i = 0; i < env->nlisten; i++) {
-        struct cr_acceptor_config acfg = {.listen_fd = env->listen_fds[i]};
-
-        err = cr_acceptor_create(&m->acceptors[i], m->r, &acfg, on_accept, m);
-        if (err < 0)
-            goto out_destroy;
-    }
-    m->accepting = true;
     *out = m;
     return 0;
 
@@ -664,13 +633,7 @@ out_destroy:
 
 static int forking_start(struct cr_model *m)
 {
-    int err;
-
-    err = -pthread_create(&m->manager, NULL, manager_main, m);
-    if (err < 0)
-        return err;
-    m->started = true;
-    return 0;
+    return cr__accept_loop_start(m->loop);
 }
 
 static void forking_stop(struct cr_model *m, bool graceful)
@@ -693,10 +656,7 @@ static void forking_stop(struct cr_model *m, bool graceful)
 
 static int forking_wait(struct cr_model *m)
 {
-    if (!m->started || m->joined)
-        return 0;
-    pthread_join(m->manager, NULL);
-    m->joined = true;
+    (void)cr__accept_loop_join(m->loop);
     return 0;
 }
 
@@ -704,20 +664,15 @@ static void forking_destroy(struct cr_model *m)
 {
     if (m == NULL)
         return;
-    if (m->started && !m->joined) {
+    if (m->loop != NULL && cr__accept_loop_is_joinable(m->loop)) {
         forking_stop(m, false);
         (void)forking_wait(m);
     }
     /* Joined (or never started): no child is alive, no callback runs. */
-    if (m->acceptors != NULL) {
-        for (unsigned i = 0; i < m->env.nlisten; i++)
-            cr_acceptor_destroy(m->acceptors[i]);
-    }
-    cr_reactor_destroy(m->r);
+    cr__accept_loop_destroy(m->loop);
     if (m->shared != MAP_FAILED)
         munmap(m->shared, sizeof(*m->shared));
     cr__scoreboard_destroy(m->sb);
-    free(m->acceptors);
     free(m->children);
     free(m->listen_addrs);
     cr_mutex_fini(&m->lock);

@@ -8,9 +8,10 @@
  * borrows the listening sockets and the service.
  *
  * Acceptor: a cr_reactor with one cr_acceptor per listening socket, run by
- * one thread (cr_reactor_run). That is "poll on the listening sockets with a
- * wake-up fd": stop wakes it through the reactor, and the acceptor's EMFILE
- * back-off and batching are reused rather than written again.
+ * one thread (cr_reactor_run): the accept loop (accept_loop_internal.h).
+ * That is "poll on the listening sockets with a wake-up fd": stop wakes it
+ * through the reactor, and the acceptor's EMFILE back-off and batching are
+ * reused rather than written again.
  *
  * Threads are reused: a cached pool (the Worker Pool pattern) that grows on
  * demand up to the cap and keeps its threads until stop. The acceptor creates
@@ -39,15 +40,15 @@
  * at once), and connections still queued are closed unserved. wait() joins
  * every thread; none is left blocked.
  *
- * Lock order: m->lock, then an acceptor's lock, then the reactor's (the
- * order acceptor.c states); the job queue's lock is never taken under
- * m->lock.
+ * Lock order: m->lock, then the accept loop's lock, then an acceptor's
+ * lock, then the reactor's (the order accept_loop.c and acceptor.c state);
+ * the job queue's lock is never taken under m->lock.
  */
 #include <cabrank/clock.h>
-#include <cabrank/listener.h>
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
+#include "accept_loop_internal.h"
 #include "job_queue_internal.h"
 #include "model_internal.h"
 #include "os/sync_internal.h"
@@ -81,23 +82,13 @@ struct cr_model {
     /* Immutable after create. */
     struct cr_model_env env;
     unsigned cap;
-    struct cr_reactor *r;
+    struct cr__accept_loop *loop; /* the acceptor thread, its reactor and acceptors */
+    struct cr_reactor *r;         /* the loop's */
     struct cr_job_queue *jobs;
     struct tpc_slot *slots; /* cap entries */
-    pthread_t acceptor_thread;
-
-    /* Owner thread only (start, wait, destroy). */
-    bool started;
-    bool joined;
-
-    /* nlisten entries. Used under lock while `accepting`; once the acceptor
-     * thread has cleared it (under lock), that thread alone destroys them. */
-    struct cr_acceptor **acceptors;
 
     struct cr_mutex lock;
     /* Protected by lock. */
-    bool accepting;    /* the acceptors may be paused or resumed */
-    bool paused;       /* acceptors paused at the cap */
     unsigned busy;     /* connections handed out, not finished */
     unsigned nthreads; /* slots whose thread was started */
     bool immediate;    /* an immediate stop was requested */
@@ -129,13 +120,9 @@ static void release_busy(struct cr_model *m)
     cr_mutex_lock(&m->lock);
     assert(m->busy > 0);
     m->busy--;
-    if (m->paused && m->busy < m->cap) {
-        m->paused = false;
-        if (m->accepting) {
-            for (unsigned i = 0; i < m->env.nlisten; i++)
-                cr_acceptor_resume(m->acceptors[i]);
-        }
-    }
+    /* Resumes the acceptors paused at the cap, unless the acceptor thread
+     * has dropped them. */
+    cr__accept_loop_update(m->loop, m->busy);
     cr_mutex_unlock(&m->lock);
 }
 
@@ -196,11 +183,8 @@ static void hand_off(struct cr_model *m, struct cr_conn *c)
         spawn = &m->slots[m->nthreads];
         m->nthreads++;
     }
-    if (m->busy >= m->cap && !m->paused) {
-        m->paused = true;
-        for (unsigned i = 0; i < m->env.nlisten; i++)
-            cr_acceptor_pause(m->acceptors[i]);
-    }
+    /* Pauses the acceptors at the cap. */
+    cr__accept_loop_update(m->loop, m->busy);
     cr_mutex_unlock(&m->lock);
 
     if (spawn != NULL) {
@@ -224,13 +208,13 @@ static void hand_off(struct cr_model *m, struct cr_conn *c)
     (void)err;
 }
 
-static void on_accept(struct cr_acceptor *a, int fd, void *arg)
+static void on_accept(struct cr__accept_loop *l, int fd, void *arg)
 {
     struct cr_model *m = arg;
     struct cr_conn *c;
     int err;
 
-    CR_UNUSED(a);
+    CR_UNUSED(l);
     counter_add(m->env.accepted, 1);
     /* A stop came in the middle of an accept batch. */
     if (__atomic_load_n(&m->stop, __ATOMIC_RELAXED) != 0) {
@@ -247,7 +231,7 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
     hand_off(m, c);
 }
 
-static void *acceptor_main(void *arg)
+static void acceptor_main(struct cr__accept_loop *l, void *arg)
 {
     struct cr_model *m = arg;
     int err;
@@ -256,18 +240,11 @@ static void *acceptor_main(void *arg)
     if (err < 0)
         CR_LOG(CR_LOG_ERROR, "tpc: acceptor reactor failed: %s", strerror(-err));
 
-    cr_mutex_lock(&m->lock);
-    /* Connection threads no longer resume acceptors once this is false. */
-    m->accepting = false;
-    cr_mutex_unlock(&m->lock);
-    /* No thread is inside their callbacks: only this one runs the reactor. */
-    for (unsigned i = 0; i < m->env.nlisten; i++) {
-        cr_acceptor_destroy(m->acceptors[i]);
-        m->acceptors[i] = NULL;
-    }
+    /* Connection threads no longer resume acceptors once they are dropped.
+     * No thread is inside their callbacks: only this one runs the reactor. */
+    cr__accept_loop_drop(l);
     /* Idle threads take what is queued and leave. */
     cr__job_queue_close(m->jobs);
-    return NULL;
 }
 
 /* ------------------------------------------------------------- model ops */
@@ -278,7 +255,11 @@ static void tpc_destroy(struct cr_model *m);
 
 static int tpc_create(struct cr_model **out, const struct cr_model_env *env)
 {
-    struct cr_reactor_config rcfg = {.backend = env->cfg->backend, .batch = 0};
+    struct cr__accept_loop_config lcfg = {.backend = env->cfg->backend,
+                                          .listen_fds = env->listen_fds,
+                                          .nlisten = env->nlisten,
+                                          .on_accept = on_accept,
+                                          .run = acceptor_main};
     struct cr_model *m;
     unsigned cap;
     int err;
@@ -302,8 +283,7 @@ static int tpc_create(struct cr_model **out, const struct cr_model_env *env)
     }
     /* From here tpc_destroy undoes whatever was set up. */
     m->slots = calloc(cap, sizeof(*m->slots));
-    m->acceptors = calloc(env->nlisten > 0 ? env->nlisten : 1, sizeof(*m->acceptors));
-    if (m->slots == NULL || m->acceptors == NULL) {
+    if (m->slots == NULL) {
         err = -ENOMEM;
         goto out_destroy;
     }
@@ -314,17 +294,12 @@ static int tpc_create(struct cr_model **out, const struct cr_model_env *env)
     err = cr__job_queue_create(&m->jobs, cap, sizeof(struct cr_conn *));
     if (err < 0)
         goto out_destroy;
-    err = cr_reactor_create(&m->r, &rcfg);
+    lcfg.cap = cap;
+    lcfg.arg = m;
+    err = cr__accept_loop_create(&m->loop, &lcfg);
     if (err < 0)
         goto out_destroy;
-    for (unsigned i = 0; i < env->nlisten; i++) {
-        struct cr_acceptor_config acfg = {.listen_fd = env->listen_fds[i]};
-
-        err = cr_acceptor_create(&m->acceptors[i], m->r, &acfg, on_accept, m);
-        if (err < 0)
-            goto out_destroy;
-    }
-    m->accepting = true;
+    m->r = cr__accept_loop_reactor(m->loop);
     *out = m;
     return 0;
 
@@ -335,13 +310,7 @@ out_destroy:
 
 static int tpc_start(struct cr_model *m)
 {
-    int err;
-
-    err = -pthread_create(&m->acceptor_thread, NULL, acceptor_main, m);
-    if (err < 0)
-        return err;
-    m->started = true;
-    return 0;
+    return cr__accept_loop_start(m->loop);
 }
 
 static void tpc_stop(struct cr_model *m, bool graceful)
@@ -372,16 +341,15 @@ static int tpc_wait(struct cr_model *m)
 {
     unsigned n;
 
-    if (!m->started || m->joined)
+    /* Once: false when never started or joined before. */
+    if (!cr__accept_loop_join(m->loop))
         return 0;
-    pthread_join(m->acceptor_thread, NULL);
     /* The acceptor thread has ended: nthreads no longer changes. */
     cr_mutex_lock(&m->lock);
     n = m->nthreads;
     cr_mutex_unlock(&m->lock);
     for (unsigned i = 0; i < n; i++)
         pthread_join(m->slots[i].thread, NULL);
-    m->joined = true;
     return 0;
 }
 
@@ -391,22 +359,17 @@ static void tpc_destroy(struct cr_model *m)
 
     if (m == NULL)
         return;
-    if (m->started && !m->joined) {
+    if (m->loop != NULL && cr__accept_loop_is_joinable(m->loop)) {
         tpc_stop(m, false);
         (void)tpc_wait(m);
-    }
-    if (m->acceptors != NULL) {
-        for (unsigned i = 0; i < m->env.nlisten; i++)
-            cr_acceptor_destroy(m->acceptors[i]);
     }
     if (m->jobs != NULL) {
         /* Never started: connections accepted and never served. */
         while (cr__job_queue_try_pop(m->jobs, &c) == 0)
             close_conn(m, c);
     }
-    cr_reactor_destroy(m->r);
+    cr__accept_loop_destroy(m->loop);
     cr__job_queue_destroy(m->jobs);
-    free(m->acceptors);
     free(m->slots);
     cr_mutex_fini(&m->lock);
     free(m);
