@@ -87,19 +87,24 @@ static void add_process(pid_t pid, struct bench_usage *u, int depth, double tick
         return;
     u->processes++;
     add_hwm(pid, u);
-    while ((e = readdir(d)) != NULL) {
+    /* CPU time of the whole process, not a sum over its live tasks: a thread that
+     * exited (tpc's, a proactor's) keeps its time in the process's figures only. */
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    {
         char buf[1024];
         unsigned long ut;
         unsigned long st;
         long cut;
         long cst;
+
+        if (read_small(path, buf, sizeof(buf)) && stat_fields(buf, &ut, &st, &cut, &cst))
+            u->cpu_s += (double)(ut + st) / tick;
+    }
+    while ((e = readdir(d)) != NULL) {
         FILE *f;
 
         if (e->d_name[0] == '.')
             continue;
-        snprintf(path, sizeof(path), "/proc/%d/task/%s/stat", (int)pid, e->d_name);
-        if (read_small(path, buf, sizeof(buf)) && stat_fields(buf, &ut, &st, &cut, &cst))
-            u->cpu_s += (double)(ut + st) / tick;
         snprintf(path, sizeof(path), "/proc/%d/task/%s/status", (int)pid, e->d_name);
         add_switches(path, u);
         if (depth >= MAX_DEPTH)
