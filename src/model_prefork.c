@@ -118,13 +118,20 @@
 #define ACCEPT_BACKOFF_US 10000 /* out of descriptors: pause */
 #define MAX_EVENTS        8
 
-/* Server-wide counters the workers update (relaxed atomics); MAP_SHARED. */
+/* Server-wide counters the workers update, and the manager's own figures
+ * (written by the manager only), in shared memory so that a status page
+ * served by a worker reads them as they are now, not as they were when that
+ * worker was forked. Relaxed atomics; MAP_SHARED. */
 struct shared_counters {
     uint64_t accepted;
     uint64_t open_connections;
     uint64_t bytes_in;
     uint64_t bytes_out;
     uint64_t requests;
+    unsigned nprocs;
+    unsigned cur_generation;
+    uint64_t restarts;
+    uint64_t crashes;
 };
 
 /* A worker process as the manager knows it. Manager thread only. */
@@ -172,12 +179,6 @@ struct cr_model {
     int start_err;
     unsigned restart_pending;
     int stop_mode; /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
-
-    /* Relaxed atomics: written by the manager, read by stats. */
-    unsigned nprocs;
-    unsigned cur_generation;
-    uint64_t restarts;
-    uint64_t crashes;
 };
 
 /* ======================================================================
@@ -785,7 +786,7 @@ static int spawn_one(struct cr_model *m)
     if (m->procs != NULL)
         m->procs->prev = p;
     m->procs = p;
-    __atomic_store_n(&m->nprocs, __atomic_load_n(&m->nprocs, __ATOMIC_RELAXED) + 1,
+    __atomic_store_n(&m->shared->nprocs, __atomic_load_n(&m->shared->nprocs, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
     return 0;
 
@@ -970,7 +971,7 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
     /* Told to stop, or retired itself (exit 0): expected. Otherwise a
      * crash: killed, or failed. */
     if (p->told == 0 && status != 0) {
-        __atomic_fetch_add(&m->crashes, 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&m->shared->crashes, 1, __ATOMIC_RELAXED);
         CR_LOG(CR_LOG_WARN, "prefork: worker %d (generation %u) died: %s", (int)p->pid,
                p->generation, cr__proc_describe(status, desc, sizeof(desc)));
     }
@@ -981,7 +982,7 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
     if (p->next != NULL)
         p->next->prev = p->prev;
     free(p);
-    __atomic_store_n(&m->nprocs, __atomic_load_n(&m->nprocs, __ATOMIC_RELAXED) - 1,
+    __atomic_store_n(&m->shared->nprocs, __atomic_load_n(&m->shared->nprocs, __ATOMIC_RELAXED) - 1,
                      __ATOMIC_RELAXED);
 
     /* Replace at once what the pool lacks, except after a death before
@@ -1007,8 +1008,8 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
 static void do_restart(struct cr_model *m, unsigned n)
 {
     m->generation += n;
-    __atomic_store_n(&m->cur_generation, m->generation, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&m->restarts, (uint64_t)n, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->shared->cur_generation, m->generation, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&m->shared->restarts, (uint64_t)n, __ATOMIC_RELAXED);
     CR_LOG(CR_LOG_INFO, "prefork: graceful restart: generation %u", m->generation);
     /* The new workers first, then the old told to go: the listeners are
      * never without a worker that takes its turn. */
@@ -1141,7 +1142,6 @@ static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
     m->cfg = env->cfg;
     m->efd = -1;
     m->generation = 1;
-    m->cur_generation = 1;
     m->spawn_rate = 1;
     err = cr_mutex_init(&m->lock);
     if (err < 0) {
@@ -1162,6 +1162,7 @@ static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
         err = -errno;
         goto out_destroy;
     }
+    m->shared->cur_generation = 1;
     err = cr__scoreboard_create(&m->sb, CR__SCOREBOARD_SLOTS(env->cfg->max_workers));
     if (err < 0)
         goto out_destroy;
@@ -1314,10 +1315,10 @@ static unsigned prefork_stats(const struct cr_model *m, struct cr_server_stats *
     st->bytes_in += __atomic_load_n(&m->shared->bytes_in, __ATOMIC_RELAXED);
     st->bytes_out += __atomic_load_n(&m->shared->bytes_out, __ATOMIC_RELAXED);
     st->requests += __atomic_load_n(&m->shared->requests, __ATOMIC_RELAXED);
-    st->processes = __atomic_load_n(&m->nprocs, __ATOMIC_RELAXED);
-    st->generation = __atomic_load_n(&m->cur_generation, __ATOMIC_RELAXED);
-    st->restarts = __atomic_load_n(&m->restarts, __ATOMIC_RELAXED);
-    st->crashes = __atomic_load_n(&m->crashes, __ATOMIC_RELAXED);
+    st->processes = __atomic_load_n(&m->shared->nprocs, __ATOMIC_RELAXED);
+    st->generation = __atomic_load_n(&m->shared->cur_generation, __ATOMIC_RELAXED);
+    st->restarts = __atomic_load_n(&m->shared->restarts, __ATOMIC_RELAXED);
+    st->crashes = __atomic_load_n(&m->shared->crashes, __ATOMIC_RELAXED);
 
     /* One entry per worker process in the scoreboard: its state as a role
      * and the connections it served as events (no time per role). */
