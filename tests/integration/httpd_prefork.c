@@ -566,7 +566,16 @@ static void prefork_replaces_a_killed_worker(uint16_t port, const char *model)
         CHECK(false, "%s: no scoreboard before the kill", model);
         return;
     }
+    /* A worker of the current generation: right after the HUPs an older one
+     * may be stopping already, and killing it is neither a crash nor
+     * something to replace. */
     victim = b.pids[0];
+    for (unsigned i = 0; i < b.n; i++) {
+        if ((long long)b.gens[i] == b.generation) {
+            victim = b.pids[i];
+            break;
+        }
+    }
     kill(victim, SIGKILL);
     deadline = cr_test_now_ms() + (uint64_t)hc_tmo(5000);
     do {
