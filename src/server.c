@@ -20,7 +20,6 @@
 
 #include "model_internal.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,10 +46,9 @@ static const struct cr_model_ops *const models[] = {
 };
 #define NMODELS (sizeof(models) / sizeof(models[0]))
 
-/* The models that exist in this build (a model's ops without create are a
- * placeholder for one being written): filled once by list_models. */
-static const char *model_names[NMODELS + 1];
-static pthread_once_t model_names_once = PTHREAD_ONCE_INIT;
+static const char *const model_names[NMODELS + 1] = {
+    "reactor", "lf", "hshr", "tpc", "forking", "prefork", "proactor", NULL,
+};
 
 static const char *const accept_locks[] = {"pthread", "fcntl", "none", "reuseport", NULL};
 static const char *const dispatchers[] = {"lf", "single", "ring-per-thread", NULL};
@@ -122,27 +120,15 @@ const char *cr_role_name(enum cr_role role)
     return role_names[role];
 }
 
-static void list_models(void)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < NMODELS; i++) {
-        if (models[i]->create != NULL)
-            model_names[n++] = models[i]->name;
-    }
-    model_names[n] = NULL;
-}
-
 const char *const *cr_server_models(void)
 {
-    (void)pthread_once(&model_names_once, list_models);
     return model_names;
 }
 
 static const struct cr_model_ops *find_model(const char *name)
 {
     for (size_t i = 0; i < NMODELS; i++) {
-        if (models[i]->create != NULL && strcmp(models[i]->name, name) == 0)
+        if (strcmp(models[i]->name, name) == 0)
             return models[i];
     }
     return NULL;
