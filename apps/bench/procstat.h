@@ -1,7 +1,7 @@
 /*
  * procstat.h - what a server process tree has used, read from /proc: CPU time and context
  * switches summed over every thread of the process and of its live descendants (the process
- * models' workers), plus the CPU time of children it has reaped, and the peak resident set
+ * models' workers), plus the CPU time of the children they have reaped, and the peak resident set
  * (VmHWM) summed over the live processes. cabrank-bench and bench/pools take a reading before
  * and after a load and divide the difference by the requests served. Reads only; any thread.
  */
@@ -12,7 +12,7 @@
 #include <sys/types.h>
 
 struct bench_usage {
-    double cpu_s;       /* user + system seconds, threads and descendants */
+    double cpu_s;       /* CPU seconds: live processes' runtime, reaped children's ticks */
     uint64_t ctxsw;     /* voluntary + involuntary context switches, live threads */
     uint64_t hwm_kb;    /* VmHWM summed over the live processes */
     unsigned processes; /* processes seen */
@@ -21,7 +21,8 @@ struct bench_usage {
 /*
  * Reads the usage of root and of its descendants (up to 4 levels) into *u (zeroed first).
  * A process gone while it is read is left out; reaped children's context switches are lost
- * (the kernel keeps only their CPU time, in the parent's cutime and cstime). Thread-safe.
+ * (the kernel keeps only their CPU time, in the parent's cutime and cstime, and only as tick
+ * samples, which undercount processes that run in short bursts). Thread-safe.
  */
 void bench_usage_read(pid_t root, struct bench_usage *u);
 
