@@ -239,27 +239,27 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
         put_text(f, r->server);
         fputs(" | ", f);
         put_text(f, r->config);
-        fprintf(f, " | %u | ", r->concurrency);
-        if (r->rate > 0)
-            put_num(f, r->rate, 0);
-        else
-            fputs("-", f);
-        fputs(" | ", f);
-        put_num(f, interval ? NAN : r->rps, 0);
-        fputs(" | ", f);
-        put_num(f, r->p50_us, 1);
-        fputs(" | ", f);
-        put_num(f, r->p90_us, 1);
-        fputs(" | ", f);
-        put_num(f, r->p99_us, 1);
-        fputs(" | ", f);
-        put_num(f, r->p999_us, 1);
-        fputs(" | ", f);
-        put_num(f, r->cpu_us_per_req, 2);
-        fputs(" | ", f);
-        put_num(f, r->ctxsw_per_req, 2);
-        fputs(" | ", f);
-        put_num(f, r->peak_rss_kb, 0);
+        /* The numeric cells in column order, each with its decimals; rate 0 is closed loop. */
+        const struct {
+            double v;
+            int decimals;
+        } cells[] = {
+            {r->rate > 0 ? r->rate : NAN, 0},
+            {interval ? NAN : r->rps, 0},
+            {r->p50_us, 1},
+            {r->p90_us, 1},
+            {r->p99_us, 1},
+            {r->p999_us, 1},
+            {r->cpu_us_per_req, 2},
+            {r->ctxsw_per_req, 2},
+            {r->peak_rss_kb, 0},
+        };
+
+        fprintf(f, " | %u", r->concurrency);
+        for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
+            fputs(" | ", f);
+            put_num(f, cells[c].v, cells[c].decimals);
+        }
         fprintf(f, " | %llu |\n", (unsigned long long)r->errors);
     }
 }
