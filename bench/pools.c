@@ -6,9 +6,9 @@
  *   - throughput with many clients (64 by default), each with one request
  *     outstanding, driven by one epoll thread;
  *   - the server's CPU time and context switches per request during the
- *     throughput phase, from /proc/<pid>/task/<tid>/{stat,status}, over its
- *     worker processes too under the process models (apps/bench/procstat.c,
- *     shared with cabrank-bench).
+ *     throughput phase, from each process's CPU clock and
+ *     /proc/<pid>/task/<tid>/status, over its worker processes too under the
+ *     process models (apps/bench/procstat.c, shared with cabrank-bench).
  * Models: every one cr_server_models() lists (lf under each promotion,
  * proactor under each dispatcher: proactor:single|lf|ring-per-thread, over
  * io_uring, or the emulated engine with CABRANK_URING_DISABLE=1);
