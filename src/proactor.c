@@ -564,7 +564,6 @@ static int begin_op(struct cr_aop *op, int kind, int fd, uint64_t timeout_ms)
     op->fd = fd;
     op->fd2 = -1;
     op->flags = 0;
-    op->timeout_ms = timeout_ms;
     op->deadline_ns = timeout_ms != 0 ? cr_clock_now_ns() + timeout_ms * CR_NSEC_PER_MSEC : 0;
     op->buf = NULL;
     op->len = 0;
@@ -713,7 +712,6 @@ int cr_aop_timer(struct cr_aop *op, uint64_t ms)
 
     if (err < 0)
         return err;
-    op->timeout_ms = ms;
     op->deadline_ns = cr_clock_now_ns() + ms * CR_NSEC_PER_MSEC;
     return submit_op(op);
 }

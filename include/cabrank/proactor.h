@@ -82,8 +82,7 @@ struct cr_aop {
     int fd;
     int fd2;
     unsigned flags;
-    uint64_t timeout_ms;
-    uint64_t deadline_ns; /* timeout_ms from the start, on cr_clock_now_ns */
+    uint64_t deadline_ns; /* the timeout from the start, on cr_clock_now_ns; 0: none */
     void *buf;
     size_t len;
     size_t done; /* bytes transferred so far (partial sends resumed) */
@@ -96,15 +95,16 @@ struct cr_aop {
     socklen_t addrlen;
     int state;           /* atomic: busy, cancel asked (proactor.c) */
     int estate;          /* engine bookkeeping (where the operation is) */
-    ssize_t res;         /* a post's result; emulated: the completion's */
-    unsigned cflags;     /* emulated: the completion's flags */
+    ssize_t res;         /* a post's result; emulated: the completion's; uring
+                          * sendfile: the file -> pipe half's */
+    unsigned cflags;     /* emulated: the completion's flags; uring sendfile:
+                          * the bytes the file -> pipe half asked for */
     unsigned seq_taken;  /* lf: completions taken off the ring */
     unsigned seq_served; /* atomic; lf: completions whose handler returned */
     int pipe[2];         /* uring sendfile: the pipe in use, or -1 */
     size_t inpipe;       /* uring sendfile: bytes in the pipe, not yet sent */
     size_t heap_idx;     /* emulated: place in the deadline heap */
     struct cr_aop *next; /* engine queues */
-    void *priv;
 };
 
 struct cr_proactor_config {
