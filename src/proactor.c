@@ -546,6 +546,25 @@ static bool hand_off(struct worker *w, struct cr_aop *op)
                                         __ATOMIC_SEQ_CST);
 }
 
+bool cr__aop_advance(struct cr_aop *op, size_t n)
+{
+    op->done += n;
+    if (op->kind == CR__AOP_SENDV) {
+        while (op->iovpos < op->iovcnt) {
+            struct iovec *v = &op->iov[op->iovpos];
+
+            if (n < v->iov_len) {
+                v->iov_base = (char *)v->iov_base + n;
+                v->iov_len -= n;
+                break;
+            }
+            n -= v->iov_len;
+            op->iovpos++;
+        }
+    }
+    return op->done == op->len;
+}
+
 /* Claims the token for a new operation. */
 static int begin_op(struct cr_aop *op, int kind, int fd, uint64_t timeout_ms)
 {

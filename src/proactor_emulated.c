@@ -310,22 +310,6 @@ static void abort_op(struct emu *e, struct cr_aop *op, ssize_t res)
 
 /* ---------------------------------------------------------------- operations */
 
-static void advance_iov(struct cr_aop *op, size_t n)
-{
-    op->done += n;
-    while (op->iovpos < op->iovcnt) {
-        struct iovec *v = &op->iov[op->iovpos];
-
-        if (n < v->iov_len) {
-            v->iov_base = (char *)v->iov_base + n;
-            v->iov_len -= n;
-            return;
-        }
-        n -= v->iov_len;
-        op->iovpos++;
-    }
-}
-
 /*
  * Performs op as far as it goes without blocking. Returns true when it
  * completed (*res, *flags), false when it must wait for readiness. Runs on
@@ -357,7 +341,7 @@ static bool perform(struct cr_aop *op, ssize_t *res, unsigned *flags)
             n = send(op->fd, (char *)op->buf + op->done, op->len - op->done,
                      MSG_DONTWAIT | MSG_NOSIGNAL);
             if (n >= 0) {
-                op->done += (size_t)n;
+                cr__aop_advance(op, (size_t)n);
                 continue;
             }
             break;
@@ -373,7 +357,7 @@ static bool perform(struct cr_aop *op, ssize_t *res, unsigned *flags)
             }
             n = sendmsg(op->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
             if (n >= 0) {
-                advance_iov(op, (size_t)n);
+                cr__aop_advance(op, (size_t)n);
                 continue;
             }
             break;
@@ -388,7 +372,7 @@ static bool perform(struct cr_aop *op, ssize_t *res, unsigned *flags)
             }
             n = sendfile(op->fd, op->fd2, &pos, left < SENDFILE_CHUNK ? left : SENDFILE_CHUNK);
             if (n > 0) {
-                op->done += (size_t)n;
+                cr__aop_advance(op, (size_t)n);
                 continue;
             }
             if (n == 0) {

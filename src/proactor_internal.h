@@ -88,6 +88,11 @@ extern const struct cr__engine_ops cr__proactor_emulated_ops;
 extern const struct cr__engine_ops cr__proactor_uring_ops;
 #endif
 
+/* n more bytes of op's send, sendv or sendfile went out: advances done, and
+ * a sendv's iovecs past them. True once all len bytes are sent. The thread
+ * running op's current step only. */
+bool cr__aop_advance(struct cr_aop *op, size_t n);
+
 /* True once cr_proactor_stop was called. Thread-safe. */
 bool cr__proactor_is_stopping(const struct cr_proactor *p);
 

@@ -343,21 +343,6 @@ static ssize_t result_of(struct cr_aop *op, ssize_t res)
     return res;
 }
 
-static void advance_iov(struct cr_aop *op, size_t n)
-{
-    while (op->iovpos < op->iovcnt) {
-        struct iovec *v = &op->iov[op->iovpos];
-
-        if (n < v->iov_len) {
-            v->iov_base = (char *)v->iov_base + n;
-            v->iov_len -= n;
-            return;
-        }
-        n -= v->iov_len;
-        op->iovpos++;
-    }
-}
-
 static bool deliver(struct cr__completion *c, struct cr_aop *op, ssize_t res, unsigned flags)
 {
     c->op = op;
@@ -369,12 +354,9 @@ static bool deliver(struct cr__completion *c, struct cr_aop *op, ssize_t res, un
 /* A send, sendv or sendfile step moved res bytes: true when all is sent. */
 static bool sent(struct cr_aop *op, ssize_t res)
 {
-    op->done += (size_t)res;
-    if (op->kind == CR__AOP_SENDV)
-        advance_iov(op, (size_t)res);
     if (op->kind == CR__AOP_SENDFILE)
         op->inpipe -= (size_t)res;
-    return op->done == op->len;
+    return cr__aop_advance(op, (size_t)res);
 }
 
 /* The operation's own completion. Returns true with *c to deliver, false
