@@ -4,8 +4,8 @@
  * accepts, and for each connection forks a child that serves it to its end
  * with blocking waits (cr__conn_serve_blocking) and exits. cr_server
  * (src/server.c) drives it through cr__model_forking_ops. Owns the manager
- * thread, its reactor and acceptors, a pidfd per child, the scoreboard and a
- * shared page of server-wide counters; borrows the listening sockets and the
+ * thread, its reactor and acceptors, a pidfd per child and the scoreboard
+ * (with the server-wide totals); borrows the listening sockets and the
  * service, whose calls all happen in the children.
  *
  * Manager: one thread runs a cr_reactor holding a cr_acceptor per listening
@@ -28,8 +28,9 @@
  * scoreboard slot (BUSY, connections, bytes, requests through on_request),
  * process_exit, exit. It touches no lock of the master's: another master
  * thread may have held one at the fork, and in the child it would stay held.
- * Its counters go to shared memory (the slot, and `shared` for the server's
- * bytes and requests), since the master's counters are not shared.
+ * Its counters go to shared memory (the slot, and the scoreboard's totals
+ * for the server's bytes and requests), since the master's counters are not
+ * shared.
  *
  * Stop: every child is told with a signal through its pidfd, TERM for a
  * graceful stop (cr__proc_stop becomes CR__CONN_STOP_GRACEFUL: the request
@@ -64,7 +65,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -88,21 +88,6 @@ struct child {
     uint32_t tag;
 };
 
-/* Server-wide counters in shared memory, so that stats read in a child (a
- * status page served by the service) are the server's, not a copy of the
- * master's memory at the fork. The children add the driver's bytes_in,
- * bytes_out and requests; the manager counts accepted and open connections
- * (besides the master's own counters, which server.c reads). Relaxed
- * atomics. */
-struct forking_shared {
-    uint64_t bytes_in;
-    uint64_t bytes_out;
-    uint64_t requests;
-    uint64_t accepted;
-    uint64_t open_connections;
-    uint64_t crashes; /* workers that died without being told to stop */
-};
-
 struct cr_model {
     /* Immutable after create. */
     struct cr_model_env env;
@@ -111,8 +96,8 @@ struct cr_model {
     struct cr_reactor *r;         /* the loop's */
     int reactor_fds[CR__REACTOR_MAX_FDS];
     unsigned nreactor_fds;
-    struct cr__scoreboard *sb;             /* cap slots, shared */
-    struct forking_shared *shared;         /* shared */
+    struct cr__scoreboard *sb;             /* cap slots and the totals, shared */
+    struct cr__scoreboard_totals *totals;  /* sb's */
     struct child *children;                /* cap entries */
     struct sockaddr_storage *listen_addrs; /* local address of each listener */
     unsigned nlisten_addrs;
@@ -269,9 +254,9 @@ static int child_main(void *arg)
             return 1;
         }
     }
-    ccfg.bytes_in = &m->shared->bytes_in;
-    ccfg.bytes_out = &m->shared->bytes_out;
-    ccfg.requests = &m->shared->requests;
+    ccfg.bytes_in = &m->totals->bytes_in;
+    ccfg.bytes_out = &m->totals->bytes_out;
+    ccfg.requests = &m->totals->requests;
     ccfg.on_request = on_child_request;
     ccfg.on_request_arg = &cc;
     __atomic_store_n(&slot->busy_since_ns, cr_clock_now_ns(), __ATOMIC_RELAXED);
@@ -332,14 +317,13 @@ static void forget_child(struct cr_model *m, unsigned i)
     close(ch->pidfd);
     ch->live = false;
     ch->pidfd = -1;
-    /* Closed before the slot is freed (a release store): whoever sees the process gone sees
-     * its connection closed. */
-    counter_add(m->env.open_connections, -1);
-    counter_add(&m->shared->open_connections, -1);
     /* Ours since the claim: forking never evicts. */
     assert(cr__scoreboard_owns(m->sb, i, ch->tag));
     __atomic_store_n(&cr__scoreboard_slot(m->sb, i)->state, (int)CR_WORKER_DEAD, __ATOMIC_RELAXED);
     cr__scoreboard_release(m->sb, i);
+    /* After the release: whoever sees the process gone sees its slot (and
+     * connection) gone too. */
+    __atomic_fetch_sub(&m->totals->processes, 1u, __ATOMIC_RELAXED);
     m->nchildren--;
     update_pause(m);
 }
@@ -357,7 +341,7 @@ static void child_gone(struct cr_model *m, unsigned i, int status)
     if (!ch->told && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
         char buf[64];
 
-        counter_add(&m->shared->crashes, 1);
+        counter_add(&m->totals->crashes, 1);
         CR_LOG(CR_LOG_WARN, "forking: child %d %s", (int)ch->pid,
                cr__proc_describe(status, buf, sizeof(buf)));
     }
@@ -421,19 +405,17 @@ static void spawn_child(struct cr_model *m, int fd)
         return;
     }
     sa.slot = (unsigned)slot;
-    /* Open before the fork, so everything the child does (its first reply included) comes
+    /* Counted before the fork, so everything the child does (its first reply included) comes
      * after: counted after it, a stats reader could see the child serve and the count lag. */
-    counter_add(m->env.open_connections, 1);
-    counter_add(&m->shared->open_connections, 1);
+    __atomic_fetch_add(&m->totals->processes, 1u, __ATOMIC_RELAXED);
     err = cr__proc_spawn(child_main, &sa, &pid, &pidfd);
     /* The child has its copy; the master keeps none, so later children do
      * not inherit it. */
     close(fd);
     if (err < 0) {
         CR_LOG(CR_LOG_WARN, "forking: fork failed: %s; closing connection", strerror(-err));
-        counter_add(m->env.open_connections, -1);
-        counter_add(&m->shared->open_connections, -1);
         cr__scoreboard_release(m->sb, (unsigned)slot);
+        __atomic_fetch_sub(&m->totals->processes, 1u, __ATOMIC_RELAXED);
         return;
     }
     __atomic_store_n(&cr__scoreboard_slot(m->sb, (unsigned)slot)->pid, (int)pid, __ATOMIC_RELAXED);
@@ -472,8 +454,7 @@ static void on_accept(struct cr__accept_loop *l, int fd, void *arg)
     int stopping;
 
     CR_UNUSED(l);
-    counter_add(m->env.accepted, 1);
-    counter_add(&m->shared->accepted, 1);
+    counter_add(&m->totals->accepted, 1);
     cr_mutex_lock(&m->lock);
     stopping = m->stopping;
     cr_mutex_unlock(&m->lock);
@@ -583,7 +564,6 @@ static int forking_create(struct cr_model **out, const struct cr_model_env *env)
         return -ENOMEM;
     m->env = *env;
     m->cap = cap;
-    m->shared = MAP_FAILED;
     err = cr_mutex_init(&m->lock);
     if (err < 0) {
         free(m);
@@ -605,12 +585,8 @@ static int forking_create(struct cr_model **out, const struct cr_model_env *env)
     err = cr__scoreboard_create(&m->sb, cap);
     if (err < 0)
         goto out_destroy;
-    m->shared =
-        mmap(NULL, sizeof(*m->shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m->shared == MAP_FAILED) {
-        err = -errno;
-        goto out_destroy;
-    }
+    m->totals = cr__scoreboard_totals(m->sb);
+    m->totals->generation = 1;
     for (unsigned i = 0; i < env->nlisten * env->listen_groups; i++) {
         socklen_t len = sizeof(m->listen_addrs[0]);
 
@@ -670,8 +646,6 @@ static void forking_destroy(struct cr_model *m)
     }
     /* Joined (or never started): no child is alive, no callback runs. */
     cr__accept_loop_destroy(m->loop);
-    if (m->shared != MAP_FAILED)
-        munmap(m->shared, sizeof(*m->shared));
     cr__scoreboard_destroy(m->sb);
     free(m->children);
     free(m->listen_addrs);
@@ -687,17 +661,9 @@ static void forking_destroy(struct cr_model *m)
 static unsigned forking_stats(const struct cr_model *m, struct cr_server_stats *st,
                               struct cr_worker_stats *workers, unsigned max)
 {
-    const struct forking_shared *sh = m->shared;
     unsigned n = cr__scoreboard_copy(m->sb, NULL, 0);
 
-    st->accepted = __atomic_load_n(&sh->accepted, __ATOMIC_RELAXED);
-    st->open_connections = __atomic_load_n(&sh->open_connections, __ATOMIC_RELAXED);
-    st->bytes_in = __atomic_load_n(&sh->bytes_in, __ATOMIC_RELAXED);
-    st->bytes_out = __atomic_load_n(&sh->bytes_out, __ATOMIC_RELAXED);
-    st->requests = __atomic_load_n(&sh->requests, __ATOMIC_RELAXED);
-    st->processes = n;
-    st->generation = 1;
-    st->crashes = __atomic_load_n(&sh->crashes, __ATOMIC_RELAXED);
+    cr__scoreboard_stats(m->sb, st);
     for (unsigned i = 0; i < n && i < max; i++) {
         memset(&workers[i], 0, sizeof(workers[i]));
         workers[i].role = CR_ROLE_PROCESSING;

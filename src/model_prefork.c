@@ -58,8 +58,9 @@
  * generation (scoreboard capacity, and eviction of the oldest stopping one).
  *
  * Counters: workers serve in their own processes, so the server-wide
- * counters (accepted, bytes, requests) are kept in a shared page this model
- * maps and cr_server_stats adds; each worker's own are in its slot.
+ * counters (accepted, bytes, requests) are the scoreboard's totals, shared
+ * like its slots, and open connections are its busy threads; each worker's
+ * own are in its slot.
  *
  * A worker closes what the model holds and it does not use (its siblings'
  * pidfds, the manager's reactor and eventfd, the other workers' reuseport
@@ -73,8 +74,8 @@
  *
  * Ownership: the model owns the manager thread, its reactor and eventfd,
  * the worker processes (a struct proc each, manager thread only), the
- * scoreboard, the accept lock, the reuseport copies and the shared
- * counters; it borrows the listening sockets (server.c's) and the service.
+ * scoreboard (with the server-wide totals), the accept lock and the
+ * reuseport copies; it borrows the listening sockets (server.c's) and the service.
  *
  * Lock order: m->lock alone (never held across a fork or a reactor call);
  * in a worker, w->lock alone.
@@ -97,7 +98,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/pidfd.h>
 #include <unistd.h>
 
@@ -117,22 +117,6 @@
 #define IMMEDIATE_KILL_MS 2000u /* immediate stop: SIGKILL after */
 #define ACCEPT_BACKOFF_US 10000 /* out of descriptors: pause */
 #define MAX_EVENTS        8
-
-/* Server-wide counters the workers update, and the manager's own figures
- * (written by the manager only), in shared memory so that a status page
- * served by a worker reads them as they are now, not as they were when that
- * worker was forked. Relaxed atomics; MAP_SHARED. */
-struct shared_counters {
-    uint64_t accepted;
-    uint64_t open_connections;
-    uint64_t bytes_in;
-    uint64_t bytes_out;
-    uint64_t requests;
-    unsigned nprocs;
-    unsigned cur_generation;
-    uint64_t restarts;
-    uint64_t crashes;
-};
 
 /* A worker process as the manager knows it. Manager thread only. */
 struct proc {
@@ -155,7 +139,7 @@ struct cr_model {
     const struct cr_server_config *cfg;
     struct cr__accept_lock *alock;
     struct cr__scoreboard *sb;
-    struct shared_counters *shared;
+    struct cr__scoreboard_totals *totals; /* sb's */
     struct cr_reactor *r;
     int efd;     /* eventfd: stop and restart requests for the manager */
     int *rp_fds; /* reuseport: cfg->workers * nlisten copies, index-major; or NULL */
@@ -354,7 +338,7 @@ static void serve(struct wthread *t, int fd)
     struct cr_conn *c;
     int err;
 
-    counter_add(&w->m->shared->accepted, 1);
+    counter_add(&w->m->totals->accepted, 1);
     cr_mutex_lock(&w->lock);
     w->busy_threads++;
     t->busy_since = cr_clock_now_ns();
@@ -366,14 +350,12 @@ static void serve(struct wthread *t, int fd)
 
     err = cr__conn_create(&c, fd, &w->conn);
     if (err == 0) {
-        counter_add(&w->m->shared->open_connections, 1);
         if (await_first_request(w, c))
             cr__conn_serve_blocking(c, t->idx, &cr__proc_stop);
         s = my_slot(w);
         if (s != NULL)
             __atomic_fetch_add(&s->bytes, cr__conn_bytes_out(c), __ATOMIC_RELAXED);
         cr__conn_destroy(c);
-        counter_add(&w->m->shared->open_connections, -1);
     } else {
         /* fd is closed; the service refused it or memory ran out. */
         CR_LOG(CR_LOG_DEBUG, "prefork: connection refused: %s", strerror(-err));
@@ -597,9 +579,9 @@ static int worker_main(void *arg)
     w->nthreads = m->cfg->threads > 0 ? (unsigned)m->cfg->threads : 1;
     w->epfd = -1;
     w->conn = m->env.conn;
-    w->conn.bytes_in = &m->shared->bytes_in;
-    w->conn.bytes_out = &m->shared->bytes_out;
-    w->conn.requests = &m->shared->requests;
+    w->conn.bytes_in = &m->totals->bytes_in;
+    w->conn.bytes_out = &m->totals->bytes_out;
+    w->conn.requests = &m->totals->requests;
     w->conn.on_request = on_request;
     w->conn.on_request_arg = w;
 
@@ -786,8 +768,7 @@ static int spawn_one(struct cr_model *m)
     if (m->procs != NULL)
         m->procs->prev = p;
     m->procs = p;
-    __atomic_store_n(&m->shared->nprocs, __atomic_load_n(&m->shared->nprocs, __ATOMIC_RELAXED) + 1,
-                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&m->totals->processes, 1u, __ATOMIC_RELAXED);
     return 0;
 
 out_release:
@@ -971,7 +952,7 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
     /* Told to stop, or retired itself (exit 0): expected. Otherwise a
      * crash: killed, or failed. */
     if (p->told == 0 && status != 0) {
-        __atomic_fetch_add(&m->shared->crashes, 1, __ATOMIC_RELAXED);
+        counter_add(&m->totals->crashes, 1);
         CR_LOG(CR_LOG_WARN, "prefork: worker %d (generation %u) died: %s", (int)p->pid,
                p->generation, cr__proc_describe(status, desc, sizeof(desc)));
     }
@@ -982,8 +963,7 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
     if (p->next != NULL)
         p->next->prev = p->prev;
     free(p);
-    __atomic_store_n(&m->shared->nprocs, __atomic_load_n(&m->shared->nprocs, __ATOMIC_RELAXED) - 1,
-                     __ATOMIC_RELAXED);
+    __atomic_fetch_sub(&m->totals->processes, 1u, __ATOMIC_RELAXED);
 
     /* Replace at once what the pool lacks, except after a death before
      * the worker was ready (a process_init that fails would otherwise
@@ -1008,8 +988,8 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
 static void do_restart(struct cr_model *m, unsigned n)
 {
     m->generation += n;
-    __atomic_store_n(&m->shared->cur_generation, m->generation, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&m->shared->restarts, (uint64_t)n, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->totals->generation, m->generation, __ATOMIC_RELAXED);
+    counter_add(&m->totals->restarts, n);
     CR_LOG(CR_LOG_INFO, "prefork: graceful restart: generation %u", m->generation);
     /* The new workers first, then the old told to go: the listeners are
      * never without a worker that takes its turn. */
@@ -1155,17 +1135,11 @@ static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
         return err;
     }
     /* From here prefork_destroy undoes whatever was set up. */
-    m->shared =
-        mmap(NULL, sizeof(*m->shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m->shared == MAP_FAILED) {
-        m->shared = NULL;
-        err = -errno;
-        goto out_destroy;
-    }
-    m->shared->cur_generation = 1;
     err = cr__scoreboard_create(&m->sb, CR__SCOREBOARD_SLOTS(env->cfg->max_workers));
     if (err < 0)
         goto out_destroy;
+    m->totals = cr__scoreboard_totals(m->sb);
+    m->totals->generation = 1;
     err = cr__accept_lock_create(&m->alock, kind);
     if (err < 0)
         goto out_destroy;
@@ -1278,8 +1252,6 @@ static void prefork_destroy(struct cr_model *m)
     }
     cr__accept_lock_destroy(m->alock);
     cr__scoreboard_destroy(m->sb);
-    if (m->shared != NULL)
-        munmap(m->shared, sizeof(*m->shared));
     cr_cond_fini(&m->cv);
     cr_mutex_fini(&m->lock);
     free(m);
@@ -1308,17 +1280,9 @@ static unsigned prefork_stats(const struct cr_model *m, struct cr_server_stats *
     struct cr_scoreboard_entry e[64];
     unsigned n;
 
-    /* Relaxed: statistics; the master serves nothing, so its own counters
-     * (which server.c filled in) are zero and these are the server's. */
-    st->accepted += __atomic_load_n(&m->shared->accepted, __ATOMIC_RELAXED);
-    st->open_connections += __atomic_load_n(&m->shared->open_connections, __ATOMIC_RELAXED);
-    st->bytes_in += __atomic_load_n(&m->shared->bytes_in, __ATOMIC_RELAXED);
-    st->bytes_out += __atomic_load_n(&m->shared->bytes_out, __ATOMIC_RELAXED);
-    st->requests += __atomic_load_n(&m->shared->requests, __ATOMIC_RELAXED);
-    st->processes = __atomic_load_n(&m->shared->nprocs, __ATOMIC_RELAXED);
-    st->generation = __atomic_load_n(&m->shared->cur_generation, __ATOMIC_RELAXED);
-    st->restarts = __atomic_load_n(&m->shared->restarts, __ATOMIC_RELAXED);
-    st->crashes = __atomic_load_n(&m->shared->crashes, __ATOMIC_RELAXED);
+    /* The master serves nothing: its own counters (which server.c filled
+     * in) are zero, and the scoreboard's are the server's. */
+    cr__scoreboard_stats(m->sb, st);
 
     /* One entry per worker process in the scoreboard: its state as a role
      * and the connections it served as events (no time per role). */

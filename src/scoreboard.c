@@ -1,9 +1,10 @@
 /*
  * scoreboard.c - the process models' scoreboard (scoreboard_internal.h): a
- * header and an array of cache-line slots in one anonymous shared mapping,
- * made by the master before its first fork so every worker shares it. The
- * manager (one thread of the master) claims, evicts and releases slots; each
- * worker writes its own slot's state and counters; anyone reads.
+ * header (with the server-wide totals) and an array of cache-line slots in
+ * one anonymous shared mapping, made by the master before its first fork so
+ * every worker shares it. The manager (one thread of the master) claims,
+ * evicts and releases slots; each worker writes its own slot's state and
+ * counters; anyone reads.
  *
  * No lock: a lock in shared memory held by a worker that is killed -9 would
  * be held forever. Each field has one writer at a time (the manager between
@@ -28,6 +29,7 @@ struct cr__scoreboard {
     size_t map_len;
     /* Manager only: the last tag handed out. */
     uint32_t last_tag;
+    struct cr__scoreboard_totals totals;
     struct cr__slot slots[];
 };
 
@@ -168,6 +170,33 @@ unsigned cr__scoreboard_copy(struct cr__scoreboard *sb, struct cr_scoreboard_ent
         n++;
     }
     return n;
+}
+
+struct cr__scoreboard_totals *cr__scoreboard_totals(struct cr__scoreboard *sb)
+{
+    return &sb->totals;
+}
+
+void cr__scoreboard_stats(struct cr__scoreboard *sb, struct cr_server_stats *st)
+{
+    const struct cr__scoreboard_totals *t = &sb->totals;
+    uint64_t open = 0;
+
+    for (unsigned i = 0; i < sb->nslots; i++) {
+        struct cr__slot *s = &sb->slots[i];
+
+        if (LOAD(&s->state) != CR_WORKER_FREE)
+            open += LOAD(&s->busy_threads);
+    }
+    st->accepted = LOAD(&t->accepted);
+    st->open_connections = open;
+    st->bytes_in = LOAD(&t->bytes_in);
+    st->bytes_out = LOAD(&t->bytes_out);
+    st->requests = LOAD(&t->requests);
+    st->processes = LOAD(&t->processes);
+    st->generation = LOAD(&t->generation);
+    st->restarts = LOAD(&t->restarts);
+    st->crashes = LOAD(&t->crashes);
 }
 
 unsigned cr__scoreboard_count(struct cr__scoreboard *sb, unsigned gen, enum cr_worker_state st)

@@ -41,6 +41,24 @@ struct cr__slot {
     uint64_t busy_since_ns;   /* CLOCK_MONOTONIC: start of the current connection */
 } __attribute__((aligned(64)));
 
+/*
+ * Server-wide figures of a process model, in the scoreboard's mapping so that
+ * a status page served by a worker reads them as they are now, not as they
+ * were when that worker was forked. The workers add the driver's bytes and
+ * requests and their accepted connections; the manager writes the rest.
+ * Relaxed atomics.
+ */
+struct cr__scoreboard_totals {
+    uint64_t accepted;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t requests;
+    uint64_t restarts;
+    uint64_t crashes;   /* workers that died without being told to stop */
+    unsigned processes; /* live (unreaped) workers */
+    unsigned generation;
+};
+
 struct cr__scoreboard;
 
 /* Maps a scoreboard of nslots free slots. *out returns owned. -errno. */
@@ -76,6 +94,15 @@ bool cr__scoreboard_owns(struct cr__scoreboard *sb, unsigned i, uint32_t tag);
  * returns how many are in use. Any process. */
 unsigned cr__scoreboard_copy(struct cr__scoreboard *sb, struct cr_scoreboard_entry *e,
                              unsigned max);
+
+/* The scoreboard's server-wide figures (shared like the slots). */
+struct cr__scoreboard_totals *cr__scoreboard_totals(struct cr__scoreboard *sb);
+
+/* Fills st's accepted, bytes, requests, processes, generation, restarts and
+ * crashes from the totals, and open_connections as the busy threads of the
+ * slots in use: derived, so a worker killed -9 leaves no connection counted
+ * (its slot is released when it is reaped). Lock-free; any process. */
+void cr__scoreboard_stats(struct cr__scoreboard *sb, struct cr_server_stats *st);
 
 /* Counts slots of generation gen in state (e.g. idle workers now). */
 unsigned cr__scoreboard_count(struct cr__scoreboard *sb, unsigned gen, enum cr_worker_state st);

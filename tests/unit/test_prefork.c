@@ -549,6 +549,33 @@ START_TEST(replaces_killed_worker)
 }
 END_TEST
 
+/* kill -9 a worker busy on a held connection: once it is reaped, its
+ * connection no longer counts as open (none is left behind to decrement). */
+START_TEST(killed_worker_leaves_no_open_connection)
+{
+    struct cr_server_config cfg = {.workers = 2, .threads = 1};
+    struct cr_server_stats st;
+    struct fixture f;
+    int victim;
+    int fd;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    fd = cr_test_connect(f.port);
+    ck_assert_int_ge(fd, 0);
+    victim = ask(fd, "hold\n", tmo(5000));
+    ck_assert_int_gt(victim, 0);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.open_connections, 1);
+    ck_assert_int_eq(kill(victim, SIGKILL), 0);
+    ck_assert_uint_eq(wait_crashes(&f, 1, tmo(5000)), 1);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.open_connections, 0);
+    hangup(fd);
+    fx_stop(&f, true, 1);
+}
+END_TEST
+
 /* The leader (LISTENING: it holds the pthread accept lock) killed: the next
  * taker recovers the robust mutex and the pool serves on. */
 START_TEST(recovers_lock_from_killed_leader)
@@ -1046,6 +1073,7 @@ Suite *prefork_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_loop_test(tc, serves_clients_with_each_lock, 0, 2 * NLOCKS);
     tcase_add_test(tc, replaces_killed_worker);
+    tcase_add_test(tc, killed_worker_leaves_no_open_connection);
     tcase_add_test(tc, recovers_lock_from_killed_leader);
     tcase_add_loop_test(tc, graceful_restart_loses_nothing, 0, 2 * NLOCKS);
     tcase_add_test(tc, sighup_restarts_through_server_run);

@@ -12,6 +12,7 @@
 #include <cabrank/clock.h>
 
 #include <check.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -196,6 +197,49 @@ START_TEST(child_writes_are_seen_by_parent)
 }
 END_TEST
 
+START_TEST(stats_read_totals_and_count_busy_threads_of_slots_in_use)
+{
+    struct cr__scoreboard *sb = new_board(4);
+    struct cr__scoreboard_totals *t = cr__scoreboard_totals(sb);
+    struct cr_server_stats st;
+    int a = cr__scoreboard_claim(sb, 1);
+    int b = cr__scoreboard_claim(sb, 1);
+    pid_t pid;
+    int status;
+
+    ck_assert_int_ge(a, 0);
+    ck_assert_int_ge(b, 0);
+    t->generation = 2;
+    t->processes = 2;
+    t->restarts = 1;
+    __atomic_store_n(&cr__scoreboard_slot(sb, (unsigned)a)->busy_threads, 3u, __ATOMIC_RELAXED);
+    __atomic_store_n(&cr__scoreboard_slot(sb, (unsigned)b)->busy_threads, 1u, __ATOMIC_RELAXED);
+    /* The totals are shared like the slots. */
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        __atomic_fetch_add(&t->accepted, 5, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&t->requests, 7, __ATOMIC_RELAXED);
+        _exit(0);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    memset(&st, 0, sizeof(st));
+    cr__scoreboard_stats(sb, &st);
+    ck_assert_uint_eq(st.accepted, 5);
+    ck_assert_uint_eq(st.requests, 7);
+    ck_assert_uint_eq(st.open_connections, 4);
+    ck_assert_uint_eq(st.processes, 2);
+    ck_assert_uint_eq(st.generation, 2);
+    ck_assert_uint_eq(st.restarts, 1);
+    /* A released slot (its worker reaped, even one killed -9 mid-connection)
+     * counts no open connection. */
+    cr__scoreboard_release(sb, (unsigned)a);
+    cr__scoreboard_stats(sb, &st);
+    ck_assert_uint_eq(st.open_connections, 1);
+    cr__scoreboard_destroy(sb);
+}
+END_TEST
+
 Suite *scoreboard_suite(void);
 
 Suite *scoreboard_suite(void)
@@ -209,6 +253,7 @@ Suite *scoreboard_suite(void)
     tcase_add_test(tc, evict_frees_oldest_stopping_worker);
     tcase_add_test(tc, copy_returns_slots_in_use_and_count_filters);
     tcase_add_test(tc, child_writes_are_seen_by_parent);
+    tcase_add_test(tc, stats_read_totals_and_count_busy_threads_of_slots_in_use);
     suite_add_tcase(s, tc);
     return s;
 }
