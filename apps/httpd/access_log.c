@@ -58,7 +58,6 @@ struct log_buf {
     pthread_mutex_t lock;
     /* Protected by lock. */
     size_t len;
-    uint64_t flushed_ns; /* time of the oldest line; used when no flusher runs */
     char *data;
 } __attribute__((aligned(64)));
 
@@ -83,8 +82,7 @@ struct access_log {
     /* The flusher thread of this process runs (joined by whoever clears it):
      * false in a child until access_log_after_fork. Written by the owner
      * thread before serving threads exist (a child's) or after they are gone,
-     * and by the fork handler (the child's only thread); read by appends,
-     * which then flush a buffer whose lines are older than flush_ns. */
+     * and by the fork handler (the child's only thread). */
     bool flusher_running;
 
     /* Protected by registry_lock. */
@@ -251,15 +249,6 @@ static void write_out(struct access_log *l, const char *data, size_t len)
     pthread_mutex_unlock(&l->fd_lock);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    /* Coarse: the flush interval is a second by default. */
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Caller holds b->lock. */
 static void flush_buf(struct access_log *l, struct log_buf *b)
 {
@@ -283,17 +272,6 @@ void access_log_append(struct access_log *l, unsigned worker, const struct acces
     } else {
         memcpy(b->data + b->len, line, n);
         b->len += n;
-    }
-    if (!l->flusher_running) {
-        /* No flusher (a child that did not call access_log_after_fork):
-         * lines wait at most an interval while requests come; those of an
-         * idle worker wait for its exit. */
-        uint64_t now = now_ns();
-
-        if (b->len == n)
-            b->flushed_ns = now; /* the oldest line's time */
-        else if (now - b->flushed_ns >= l->flush_ns)
-            flush_buf(l, b);
     }
     pthread_mutex_unlock(&b->lock);
 }
