@@ -59,8 +59,9 @@ struct uring {
     /* Atomic: SQEs left in the ring by a failed io_uring_submit. */
     int unsubmitted;
     /* Protected by sq_lock. */
-    /* The step's timeout, read by the kernel at submission (after a failed
-     * submit, at a later one: then a later step's, still a sane value). */
+    /* The step's deadline (absolute, CLOCK_MONOTONIC), read by the kernel at
+     * submission (after a failed submit, at a later one: then a later step's,
+     * still a sane value). */
     struct __kernel_timespec ts;
     int (*pipes)[2];
     size_t npipes;
@@ -108,18 +109,16 @@ static void to_timespec(uint64_t ns, struct __kernel_timespec *ts)
     ts->tv_nsec = (long long)(ns % CR_NSEC_PER_SEC);
 }
 
-/* Links a timeout for what is left of op's deadline to sqe. Caller holds
- * sq_lock and reserved the SQE. */
+/* Links a timeout at op's deadline to sqe: absolute, on CLOCK_MONOTONIC (as
+ * cr_clock_now_ns), so no step reads the clock; a deadline already past
+ * fires at once. Caller holds sq_lock and reserved the SQE. */
 static void link_timeout(struct uring *u, struct cr_aop *op, struct io_uring_sqe *sqe)
 {
-    uint64_t now;
-
     if (op->deadline_ns == 0)
         return;
-    now = cr_clock_now_ns();
     sqe->flags |= IOSQE_IO_LINK;
-    to_timespec(op->deadline_ns > now ? op->deadline_ns - now : 1, &u->ts);
-    io_uring_prep_link_timeout(sqe_for(u, UD_IGNORE), &u->ts, 0);
+    to_timespec(op->deadline_ns, &u->ts);
+    io_uring_prep_link_timeout(sqe_for(u, UD_IGNORE), &u->ts, IORING_TIMEOUT_ABS);
 }
 
 /* Caller holds sq_lock. */
@@ -166,18 +165,11 @@ static void put_pipe(struct uring *u, struct cr_aop *op)
 static int queue_step(struct uring *u, struct cr_aop *op)
 {
     struct io_uring_sqe *sqe;
-    uint64_t now;
     int err;
 
     err = reserve(u, 3);
     if (err < 0)
         return err;
-    if (op->deadline_ns != 0 && op->kind != CR__AOP_TIMER && cr_clock_now_ns() >= op->deadline_ns) {
-        /* No time left for this step (a resumed send): a no-op completes
-         * it with the timeout. */
-        op->kind = CR__AOP_POST;
-        op->res = -ETIMEDOUT;
-    }
     switch (op->kind) {
     case CR__AOP_ACCEPT:
         sqe = sqe_for(u, ud_of(op, UD_MAIN));
@@ -238,10 +230,9 @@ static int queue_step(struct uring *u, struct cr_aop *op)
         io_uring_prep_connect(sqe, op->fd, (const struct sockaddr *)&op->addr, op->addrlen);
         break;
     case CR__AOP_TIMER:
-        now = cr_clock_now_ns();
-        to_timespec(op->deadline_ns > now ? op->deadline_ns - now : 0, &u->ts);
+        to_timespec(op->deadline_ns, &u->ts);
         sqe = sqe_for(u, ud_of(op, UD_MAIN));
-        io_uring_prep_timeout(sqe, &u->ts, 0, 0);
+        io_uring_prep_timeout(sqe, &u->ts, 0, IORING_TIMEOUT_ABS);
         return 0;
     case CR__AOP_POST:
         sqe = sqe_for(u, ud_of(op, UD_MAIN));
@@ -317,13 +308,15 @@ static void ur_wake(struct cr__ring *r)
 }
 
 /* Queues op's next step from the waiter: 0, or -errno to deliver (a cancel
- * or stop since the last step, or no room). */
+ * or stop since the last step, no time left for it, or no room). */
 static int resubmit(struct uring *u, struct cr_aop *op)
 {
     int err;
 
     if (cr__aop_is_cancelled(op))
         return -ECANCELED;
+    if (op->deadline_ns != 0 && cr_clock_now_ns() >= op->deadline_ns)
+        return -ETIMEDOUT; /* the rest of a send, its deadline passed */
     cr_mutex_lock(&u->sq_lock);
     err = queue_step(u, op);
     if (err == 0) {
@@ -428,7 +421,7 @@ static bool on_main(struct uring *u, struct cr_aop *op, ssize_t res, unsigned cq
     case CR__AOP_TIMER:
         return deliver(c, op, res == -ETIME ? -ETIMEDOUT : res, 0);
     case CR__AOP_POST:
-        /* Also a step cut short by a cancel or the deadline: drop its pipe. */
+        /* Also a start cut short by a cancel: drop any pipe it holds. */
         put_pipe(u, op);
         return deliver(c, op, op->res, 0);
     default:
