@@ -704,16 +704,11 @@ static int run_server(struct hup_shared *h)
     return err == 0 ? 0 : 2;
 }
 
-/* SIGHUP to a process in cr_server_run: on_hup runs, a new generation
- * serves (new pids), no request fails; SIGTERM then stops it cleanly and
- * leaves no worker behind. */
-START_TEST(sighup_restarts_through_server_run)
+/* Forks a process running run_server and waits until it listens. *out
+ * returns the page it shares with the test (to munmap). Returns its pid. */
+static pid_t start_server_process(struct hup_shared **out)
 {
     struct hup_shared *h;
-    int before[64];
-    int nbefore = 0;
-    int status;
-    bool fresh = false;
     uint64_t end;
     pid_t child;
 
@@ -728,6 +723,24 @@ START_TEST(sighup_restarts_through_server_run)
     while (__atomic_load_n(&h->port, __ATOMIC_ACQUIRE) == 0 && cr_test_now_ms() < end)
         usleep(5000);
     ck_assert_uint_ne(h->port, 0);
+    *out = h;
+    return child;
+}
+
+/* SIGHUP to a process in cr_server_run: on_hup runs, a new generation
+ * serves (new pids), no request fails; SIGTERM then stops it cleanly and
+ * leaves no worker behind. */
+START_TEST(sighup_restarts_through_server_run)
+{
+    struct hup_shared *h;
+    int before[64];
+    int nbefore = 0;
+    int status;
+    bool fresh = false;
+    uint64_t end;
+    pid_t child;
+
+    child = start_server_process(&h);
     for (int i = 0; i < 20; i++) {
         int pid = request_once(h->port, "before\n", tmo(5000));
 
@@ -787,17 +800,7 @@ START_TEST(workers_leave_when_master_dies)
     bool all_gone = false;
     pid_t child;
 
-    h = mmap(NULL, sizeof(*h), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_ptr_ne(h, MAP_FAILED);
-    memset(h, 0, sizeof(*h));
-    child = fork();
-    ck_assert_int_ge(child, 0);
-    if (child == 0)
-        _exit(run_server(h));
-    end = cr_test_now_ms() + (uint64_t)tmo(5000);
-    while (__atomic_load_n(&h->port, __ATOMIC_ACQUIRE) == 0 && cr_test_now_ms() < end)
-        usleep(5000);
-    ck_assert_uint_ne(h->port, 0);
+    child = start_server_process(&h);
     for (int i = 0; i < 20; i++) {
         int pid = request_once(h->port, "who\n", tmo(5000));
         bool seen = false;
