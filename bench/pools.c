@@ -26,11 +26,13 @@
 #include <cabrank/server.h>
 
 #include "../apps/bench/procstat.h"
+#include "../apps/bench/samples.h"
 #include "services.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -202,27 +204,16 @@ static bool read_reply(int fd, char *buf, size_t cap, size_t *used)
     }
 }
 
-static int cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a;
-    uint64_t y = *(const uint64_t *)b;
-
-    return x < y ? -1 : x > y;
-}
-
 static bool measure_latency(uint16_t port, double seconds, struct result *r)
 {
-    enum { MAX_SAMPLES = 1 << 20 };
-    uint64_t *rtt = malloc(MAX_SAMPLES * sizeof(*rtt));
+    struct bench_samples rtt = {0};
+    struct bench_pcts p;
     char req[64];
     char buf[4096];
     size_t used = 0;
-    size_t n = 0;
     int fd = connect_to(port);
     uint64_t end;
 
-    if (rtt == NULL)
-        die("malloc");
     /* Warm up: threads, caches, the file of the connection. */
     for (uint64_t id = 0; id < 200; id++) {
         int len = format_request(req, sizeof(req), id);
@@ -231,23 +222,24 @@ static bool measure_latency(uint16_t port, double seconds, struct result *r)
             goto fail;
     }
     end = cr_clock_now_ns() + (uint64_t)(seconds * 1e9);
-    while (n < MAX_SAMPLES && cr_clock_now_ns() < end) {
-        int len = format_request(req, sizeof(req), n);
+    for (uint64_t id = 0; cr_clock_now_ns() < end; id++) {
+        int len = format_request(req, sizeof(req), id);
         uint64_t t0 = cr_clock_now_ns();
 
         if (write(fd, req, (size_t)len) != len || !read_reply(fd, buf, sizeof(buf), &used))
             goto fail;
-        rtt[n++] = cr_clock_now_ns() - t0;
+        if (bench_samples_add(&rtt, cr_clock_now_ns() - t0) < 0)
+            die("malloc");
     }
     close(fd);
-    qsort(rtt, n, sizeof(*rtt), cmp_u64);
-    r->p50_us = (double)rtt[n / 2] / 1e3;
-    r->p99_us = (double)rtt[n * 99 / 100] / 1e3;
-    free(rtt);
-    return n > 0;
+    p = bench_samples_pcts(&rtt);
+    r->p50_us = p.p50_us;
+    r->p99_us = p.p99_us;
+    bench_samples_fini(&rtt);
+    return !isnan(p.p50_us);
 fail:
     close(fd);
-    free(rtt);
+    bench_samples_fini(&rtt);
     return false;
 }
 
