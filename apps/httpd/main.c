@@ -20,9 +20,11 @@
 #include "access_log.h"
 #include "http_service.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +36,7 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_ROOT   "./www"
 #define DEFAULT_MIME   "/etc/mime.types"
+#define NOPTS          37 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -42,57 +45,6 @@ enum scope {
     SCOPE_LOG,     /* the logs: applied at once under every model */
     SCOPE_START,   /* read at start only (--config, --pid-file) */
 };
-
-struct opt_def {
-    const char *name; /* without the leading "--" */
-    bool flag;        /* takes no value (or yes/no after '=') */
-    enum scope scope;
-};
-
-static const struct opt_def opt_defs[] = {
-    {"listen", false, SCOPE_SERVER},
-    {"root", false, SCOPE_SERVICE},
-    {"model", false, SCOPE_SERVER},
-    {"threads", false, SCOPE_SERVER},
-    {"promotion", false, SCOPE_SERVER},
-    {"groups", false, SCOPE_SERVER},
-    {"multiple-leaders", true, SCOPE_SERVER},
-    {"backend", false, SCOPE_SERVER},
-    {"max-connections", false, SCOPE_SERVER},
-    {"workers", false, SCOPE_SERVER},
-    {"min-spare", false, SCOPE_SERVER},
-    {"max-spare", false, SCOPE_SERVER},
-    {"max-workers", false, SCOPE_SERVER},
-    {"max-requests-per-child", false, SCOPE_SERVER},
-    {"accept-lock", false, SCOPE_SERVER},
-    {"busy-warn", false, SCOPE_SERVER},
-    {"dispatch", false, SCOPE_SERVER},
-    {"async-engine", false, SCOPE_SERVER},
-    {"header-timeout", false, SCOPE_SERVICE},
-    {"body-timeout", false, SCOPE_SERVICE},
-    {"keepalive-timeout", false, SCOPE_SERVICE},
-    {"send-timeout", false, SCOPE_SERVICE},
-    {"max-requests-per-connection", false, SCOPE_SERVICE},
-    {"max-request-line", false, SCOPE_SERVICE},
-    {"max-header-line", false, SCOPE_SERVICE},
-    {"max-headers-size", false, SCOPE_SERVICE},
-    {"max-header-fields", false, SCOPE_SERVICE},
-    {"access-log", false, SCOPE_SERVICE},
-    {"log-format", false, SCOPE_SERVICE},
-    {"error-log", false, SCOPE_LOG},
-    {"log-level", false, SCOPE_LOG},
-    {"pid-file", false, SCOPE_START},
-    {"status-path", false, SCOPE_SERVICE},
-    {"status-allow-remote", true, SCOPE_SERVICE},
-    {"allow-outside-symlinks", true, SCOPE_SERVICE},
-    {"mime-types", false, SCOPE_SERVICE},
-    {"config", false, SCOPE_START},
-};
-#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
-
-static const char *const accept_locks[] = {"pthread", "fcntl", "none", "reuseport", NULL};
-static const char *const dispatchers[] = {"single", "lf", "ring-per-thread", NULL};
-static const char *const async_engines[] = {"uring", "emulated", NULL};
 
 /* Strings read from a configuration file, freed with the options. */
 struct arena {
@@ -130,95 +82,238 @@ struct app {
     struct access_log *log;
 };
 
-/* "reactor, lf, hshr, tpc, ..." from cr_server_models(). */
-static const char *model_list(void)
+/* How an option's value is read and where it goes (a field of struct
+ * options at off, size bytes). */
+enum opt_kind {
+    OPT_NUM,     /* an integer in [min, max] */
+    OPT_SECONDS, /* seconds, fractions allowed, into a uint64_t of milliseconds */
+    OPT_FLAG,    /* no value (or yes/no after '='), into a bool */
+    OPT_STRING,  /* any value, kept as const char * */
+    OPT_CHOICE,  /* one of choices(), kept as const char * */
+    OPT_SPECIAL, /* set_special() */
+};
+
+/*
+ * One option, for every place that knows options: the command line, the
+ * --config file, --help and the re-read at SIGHUP. The name is the flag's
+ * without the leading "--" and the file's; arg and help make its --help
+ * lines ('\n' in help continues under the column).
+ */
+struct opt_def {
+    const char *name;
+    enum opt_kind kind;
+    enum scope scope;
+    size_t off;
+    size_t size;
+    unsigned long long min;
+    unsigned long long max;
+    const char *const *(*choices)(void);
+    bool help_lists; /* --help says the choices before help */
+    const char *arg;
+    const char *help;
+};
+
+static const char *const *accept_locks(void)
 {
-    static char buf[256];
+    static const char *const list[] = {"pthread", "fcntl", "none", "reuseport", NULL};
+
+    return list;
+}
+
+static const char *const *dispatchers(void)
+{
+    static const char *const list[] = {"single", "lf", "ring-per-thread", NULL};
+
+    return list;
+}
+
+static const char *const *async_engines(void)
+{
+    static const char *const list[] = {"uring", "emulated", NULL};
+
+    return list;
+}
+
+#define FIELD(f) .off = offsetof(struct options, f), .size = sizeof(((struct options *)0)->f)
+#define NUM(nm, sc, f, lo, hi, a, h)                                                               \
+    {                                                                                              \
+        .name = nm, .kind = OPT_NUM, .scope = sc, FIELD(f), .min = lo, .max = hi, .arg = a,        \
+        .help = h                                                                                  \
+    }
+#define SECONDS(nm, sc, f, h)                                                                      \
+    {                                                                                              \
+        .name = nm, .kind = OPT_SECONDS, .scope = sc, FIELD(f), .arg = "SECS", .help = h           \
+    }
+#define FLAG(nm, sc, f, h)                                                                         \
+    {                                                                                              \
+        .name = nm, .kind = OPT_FLAG, .scope = sc, FIELD(f), .help = h                             \
+    }
+#define STRING(nm, sc, f, a, h)                                                                    \
+    {                                                                                              \
+        .name = nm, .kind = OPT_STRING, .scope = sc, FIELD(f), .arg = a, .help = h                 \
+    }
+#define CHOICE(nm, sc, f, list, a, h)                                                              \
+    {                                                                                              \
+        .name = nm, .kind = OPT_CHOICE, .scope = sc, FIELD(f), .choices = list, .arg = a,          \
+        .help = h                                                                                  \
+    }
+#define SPECIAL(nm, sc, a, h)                                                                      \
+    {                                                                                              \
+        .name = nm, .kind = OPT_SPECIAL, .scope = sc, .arg = a, .help = h                          \
+    }
+
+static const struct opt_def opt_defs[] = {
+    SPECIAL("config", SCOPE_START, "FILE",
+            "read options from FILE: one \"name value\" a line,\n"
+            "names as the flags' without \"--\", # comments;\n"
+            "flags on the command line win (default none)"),
+    SPECIAL("listen", SCOPE_SERVER, "ADDR",
+            "address to serve, repeatable (default " DEFAULT_LISTEN "):\n"
+            "127.0.0.1:8080, [::1]:8080, [::]:80, *:80, :80"),
+    STRING("root", SCOPE_SERVICE, http.root, "DIR", "document root (default " DEFAULT_ROOT ")"),
+    {.name = "model",
+     .kind = OPT_CHOICE,
+     .scope = SCOPE_SERVER,
+     FIELD(server.model),
+     .choices = cr_server_models,
+     .help_lists = true,
+     .arg = "NAME",
+     .help = "(default lf)"},
+    NUM("threads", SCOPE_SERVER, server.threads, 1, 4096, "N",
+        "worker threads (default: CPUs; tpc: the cap, 1024;\n"
+        "prefork: threads in each worker process, default 1)"),
+    CHOICE("promotion", SCOPE_SERVER, server.promotion, cr_lf_pool_promotions, "ORDER",
+           "lf: native, lifo, fifo, priority, lifo-lockfree\n(default lifo)"),
+    NUM("groups", SCOPE_SERVER, server.groups, 1, 256, "N",
+        "lf: handle sets, each its own L/F group (default 1)"),
+    FLAG("multiple-leaders", SCOPE_SERVER, server.multiple_leaders,
+         "lf with --groups > 1: one follower set, a thread leads\nany set without a leader"),
+    CHOICE("backend", SCOPE_SERVER, server.backend, cr_handle_set_backends, "NAME",
+           "handle set: epoll, poll or select (default epoll)"),
+    NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
+        "stop accepting beyond N (default 10000)"),
+    NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
+        "prefork: worker processes started at once, and never\nfewer (default: CPUs)"),
+    NUM("min-spare", SCOPE_SERVER, server.min_spare, 1, 65536, "N",
+        "prefork: idle workers kept at least (default 1)"),
+    NUM("max-spare", SCOPE_SERVER, server.max_spare, 1, 65536, "N",
+        "prefork: idle workers beyond are retired\n(default workers + min-spare)"),
+    NUM("max-workers", SCOPE_SERVER, server.max_workers, 1, 65536, "N",
+        "prefork: cap on workers; forking: cap on children\n(default 256)"),
+    NUM("max-requests-per-child", SCOPE_SERVER, server.max_requests_per_child, 0, UINT64_MAX, "N",
+        "prefork: retire a worker after N requests\n(default 0, never)"),
+    CHOICE("accept-lock", SCOPE_SERVER, server.accept_lock, accept_locks, "KIND",
+           "prefork: pthread, fcntl, none or reuseport\n(default pthread)"),
+    SECONDS("busy-warn", SCOPE_SERVER, server.busy_warn_ms,
+            "prefork: log a worker busy on one connection longer\n(default 60)"),
+    CHOICE("dispatch", SCOPE_SERVER, server.dispatch, dispatchers, "KIND",
+           "proactor: single, lf or ring-per-thread (default lf)"),
+    CHOICE("async-engine", SCOPE_SERVER, server.async_engine, async_engines, "KIND",
+           "proactor: uring or emulated (default uring where it\nworks)"),
+    SECONDS("header-timeout", SCOPE_SERVICE, http.header_timeout_ms,
+            "whole request head, from its first byte (default 20)"),
+    SECONDS("body-timeout", SCOPE_SERVICE, http.body_timeout_ms,
+            "between reads of a request body (default 60)"),
+    SECONDS("keepalive-timeout", SCOPE_SERVICE, http.keepalive_timeout_ms,
+            "idle between requests (default 5)"),
+    SECONDS("send-timeout", SCOPE_SERVICE, http.send_timeout_ms, "no send progress (default 60)"),
+    NUM("max-requests-per-connection", SCOPE_SERVICE, http.max_requests, 1, UINT_MAX, "N",
+        "then Connection: close (default 1000)"),
+    NUM("max-request-line", SCOPE_SERVICE, http.limits.request_line_max, 16, 1 << 20, "BYTES",
+        "else 414 (default 8192)"),
+    NUM("max-header-line", SCOPE_SERVICE, http.limits.header_line_max, 16, 1 << 20, "BYTES",
+        "one header field line, else 431 (default 8192)"),
+    NUM("max-headers-size", SCOPE_SERVICE, http.limits.headers_max, 16, 1 << 20, "BYTES",
+        "all header field lines, else 431 (default 32768)"),
+    NUM("max-header-fields", SCOPE_SERVICE, http.limits.fields_max, 1, 256, "N",
+        "else 431 (default 100, at most 256)"),
+    STRING("access-log", SCOPE_SERVICE, access_log, "FILE",
+           "Common/Combined Log Format, buffered (default off)"),
+    SPECIAL("log-format", SCOPE_SERVICE, "common|combined", "access log format (default combined)"),
+    STRING("error-log", SCOPE_LOG, error_log, "FILE", "error log (default stderr)"),
+    SPECIAL("log-level", SCOPE_LOG, "LEVEL", "error, warn, info or debug (default info)"),
+    STRING("pid-file", SCOPE_START, pid_file, "FILE",
+           "written after binding, removed at exit (default none)"),
+    SPECIAL("status-path", SCOPE_SERVICE, "PATH",
+            "status page, \"off\" for none (default " HTTP_STATUS_PATH_DEFAULT ")"),
+    FLAG("status-allow-remote", SCOPE_SERVICE, http.status_allow_remote,
+         "status page for every client (default loopback only)"),
+    FLAG("allow-outside-symlinks", SCOPE_SERVICE, http.allow_outside_symlinks,
+         "follow symlinks leading out of the root (default no)"),
+    STRING("mime-types", SCOPE_SERVICE, http.mime_types, "FILE",
+           "extra MIME types (default " DEFAULT_MIME " if present)"),
+};
+_Static_assert(sizeof(opt_defs) / sizeof(opt_defs[0]) == NOPTS, "NOPTS: the entries of opt_defs");
+
+static bool in_list(const char *const *list, const char *name)
+{
+    for (; *list != NULL; list++) {
+        if (strcmp(*list, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* "a, b, c" of a NULL-terminated list, into buf. */
+static const char *joined(const char *const *list, char *buf, size_t cap)
+{
     size_t n = 0;
 
-    if (buf[0] != '\0')
-        return buf;
-    for (const char *const *m = cr_server_models(); *m != NULL; m++) {
-        int k = snprintf(buf + n, sizeof(buf) - n, "%s%s", n ? ", " : "", *m);
+    buf[0] = '\0';
+    for (; *list != NULL; list++) {
+        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", *list);
 
-        if (k < 0 || (size_t)k >= sizeof(buf) - n)
+        if (k < 0 || (size_t)k >= cap - n)
             break;
         n += (size_t)k;
     }
     return buf;
 }
 
+/* Prints s, each '\n' followed by the help column's indent. */
+static void put_help(FILE *f, const char *s)
+{
+    for (; *s != '\0'; s++) {
+        fputc(*s, f);
+        if (*s == '\n')
+            fprintf(f, "%33s", "");
+    }
+}
+
+/* --help: the options from opt_defs. */
 static void usage(FILE *f)
 {
-    fprintf(
-        f,
-        "usage: " PROG " [options]\n"
-        "Serves the files beneath --root over HTTP/1.1 under a chosen concurrency model.\n"
-        "Every option takes its value as --flag VALUE or --flag=VALUE; times are seconds\n"
-        "(fractions allowed).\n"
-        "\n"
-        "  --config FILE                  read options from FILE: one \"name value\" a line,\n"
-        "                                 names as the flags' without \"--\", # comments;\n"
-        "                                 flags on the command line win (default none)\n"
-        "  --listen ADDR                  address to serve, repeatable (default " DEFAULT_LISTEN
-        "):\n"
-        "                                 127.0.0.1:8080, [::1]:8080, [::]:80, *:80, :80\n"
-        "  --root DIR                     document root (default " DEFAULT_ROOT ")\n"
-        "  --model NAME                   %s (default lf)\n"
-        "  --threads N                    worker threads (default: CPUs; tpc: the cap, 1024;\n"
-        "                                 prefork: threads in each worker process, default 1)\n"
-        "  --promotion ORDER              lf: native, lifo, fifo, priority, lifo-lockfree\n"
-        "                                 (default lifo)\n"
-        "  --groups N                     lf: handle sets, each its own L/F group (default 1)\n"
-        "  --multiple-leaders             lf with --groups > 1: one follower set, a thread leads\n"
-        "                                 any set without a leader\n"
-        "  --backend NAME                 handle set: epoll, poll or select (default epoll)\n"
-        "  --max-connections N            stop accepting beyond N (default 10000)\n"
-        "  --workers N                    prefork: worker processes started at once, and never\n"
-        "                                 fewer (default: CPUs)\n"
-        "  --min-spare N                  prefork: idle workers kept at least (default 1)\n"
-        "  --max-spare N                  prefork: idle workers beyond are retired\n"
-        "                                 (default workers + min-spare)\n"
-        "  --max-workers N                prefork: cap on workers; forking: cap on children\n"
-        "                                 (default 256)\n"
-        "  --max-requests-per-child N     prefork: retire a worker after N requests\n"
-        "                                 (default 0, never)\n"
-        "  --accept-lock KIND             prefork: pthread, fcntl, none or reuseport\n"
-        "                                 (default pthread)\n"
-        "  --busy-warn SECS               prefork: log a worker busy on one connection longer\n"
-        "                                 (default 60)\n"
-        "  --dispatch KIND                proactor: single, lf or ring-per-thread (default lf)\n"
-        "  --async-engine KIND            proactor: uring or emulated (default uring where it\n"
-        "                                 works)\n"
-        "  --header-timeout SECS          whole request head, from its first byte (default 20)\n"
-        "  --body-timeout SECS            between reads of a request body (default 60)\n"
-        "  --keepalive-timeout SECS       idle between requests (default 5)\n"
-        "  --send-timeout SECS            no send progress (default 60)\n"
-        "  --max-requests-per-connection N  then Connection: close (default 1000)\n"
-        "  --max-request-line BYTES       else 414 (default 8192)\n"
-        "  --max-header-line BYTES        one header field line, else 431 (default 8192)\n"
-        "  --max-headers-size BYTES       all header field lines, else 431 (default 32768)\n"
-        "  --max-header-fields N          else 431 (default 100, at most 256)\n"
-        "  --access-log FILE              Common/Combined Log Format, buffered (default off)\n"
-        "  --log-format common|combined   access log format (default combined)\n"
-        "  --error-log FILE               error log (default stderr)\n"
-        "  --log-level LEVEL              error, warn, info or debug (default info)\n"
-        "  --pid-file FILE                written after binding, removed at exit (default none)\n"
-        "  --status-path PATH             status page, \"off\" for none "
-        "(default " HTTP_STATUS_PATH_DEFAULT ")\n"
-        "  --status-allow-remote          status page for every client (default loopback only)\n"
-        "  --allow-outside-symlinks       follow symlinks leading out of the root (default no)\n"
-        "  --mime-types FILE              extra MIME types (default " DEFAULT_MIME " if present)\n"
-        "  --help                         this text\n"
-        "  --version                      the version\n"
-        "\n"
-        "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs. HUP re-reads\n"
-        "--config: under prefork and forking, workers started after it (a new generation)\n"
-        "serve with the new root, limits, timeouts, status page, MIME types and access log,\n"
-        "while the old ones finish; under the thread models it reopens the logs and applies\n"
-        "--log-level and --error-log; what it cannot apply is logged.\n",
-        model_list());
+    char list[256];
+
+    fputs("usage: " PROG " [options]\n"
+          "Serves the files beneath --root over HTTP/1.1 under a chosen concurrency model.\n"
+          "Every option takes its value as --flag VALUE or --flag=VALUE; times are seconds\n"
+          "(fractions allowed).\n"
+          "\n",
+          f);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const struct opt_def *d = &opt_defs[i];
+        char flag[64];
+
+        snprintf(flag, sizeof(flag), "--%s%s%s", d->name, d->arg != NULL ? " " : "",
+                 d->arg != NULL ? d->arg : "");
+        fprintf(f, "  %-30s %s", flag, strlen(flag) > 30 ? " " : "");
+        if (d->help_lists)
+            fprintf(f, "%s ", joined(d->choices(), list, sizeof(list)));
+        put_help(f, d->help);
+        fputc('\n', f);
+    }
+    fputs("  --help                         this text\n"
+          "  --version                      the version\n"
+          "\n"
+          "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs. HUP re-reads\n"
+          "--config: under prefork and forking, workers started after it (a new generation)\n"
+          "serve with the new root, limits, timeouts, status page, MIME types and access log,\n"
+          "while the old ones finish; under the thread models it reopens the logs and applies\n"
+          "--log-level and --error-log; what it cannot apply is logged.\n",
+          f);
 }
+
 /* One line on stderr, exit status 2. */
 __attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...)
 {
@@ -280,31 +375,6 @@ static int parse_seconds(const char *name, const char *v, uint64_t *out, struct 
     return 0;
 }
 
-static bool in_list(const char *const *list, const char *name)
-{
-    for (; *list != NULL; list++) {
-        if (strcmp(*list, name) == 0)
-            return true;
-    }
-    return false;
-}
-
-/* "a, b, c" of a NULL-terminated list, into buf. */
-static const char *joined(const char *const *list, char *buf, size_t cap)
-{
-    size_t n = 0;
-
-    buf[0] = '\0';
-    for (; *list != NULL; list++) {
-        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", *list);
-
-        if (k < 0 || (size_t)k >= cap - n)
-            break;
-        n += (size_t)k;
-    }
-    return buf;
-}
-
 static const struct opt_def *find_opt(const char *name, size_t len)
 {
     for (size_t i = 0; i < NOPTS; i++) {
@@ -356,34 +426,12 @@ static const char *keep(struct options *o, const char *s, size_t len)
     return a->s;
 }
 
-/*
- * Sets option d to v (NULL: a flag given without a value). v must live as
- * long as o. 0, or -EINVAL with e saying why.
- */
-static int set_option(struct options *o, const struct opt_def *d, const char *v, bool from_argv,
-                      struct err *e)
+/* The options that are more than a field: repeatable, mapped to an enum,
+ * checked apart, or the command line's only. */
+static int set_special(struct options *o, const struct opt_def *d, const char *v, bool from_argv,
+                       struct err *e)
 {
-    struct cr_server_config *sc = &o->server;
-    struct http_service_config *hc = &o->http;
     const char *n = d->name;
-    unsigned long long u = 0;
-    uint64_t ms = 0;
-    bool flag = true;
-    char list[256];
-    int err = 0;
-
-    if (d->flag) {
-        if (v == NULL || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
-            flag = true;
-        else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
-            flag = false;
-        else
-            return fail(e, "--%s takes no value, or yes/no (got '%s')", n, v);
-        v = flag ? "yes" : "no";
-    } else if (v == NULL) {
-        return fail(e, "--%s needs a value", n);
-    }
-    o->raw[d - opt_defs] = v;
 
     if (strcmp(n, "listen") == 0) {
         struct sockaddr_storage ss;
@@ -398,94 +446,10 @@ static int set_option(struct options *o, const struct opt_def *d, const char *v,
         }
         if (o->nlisten == CR_SERVER_MAX_LISTEN)
             return fail(e, "at most %d --listen", CR_SERVER_MAX_LISTEN);
-        sc->listen[o->nlisten++] = v;
+        o->server.listen[o->nlisten++] = v;
         for (const char *p = v; *p != '\0'; p++)
             o->listen_hash = o->listen_hash * 31 + (unsigned char)*p;
         o->listen_hash = o->listen_hash * 31 + ',';
-    } else if (strcmp(n, "root") == 0) {
-        hc->root = v;
-    } else if (strcmp(n, "model") == 0) {
-        if (!in_list(cr_server_models(), v))
-            return fail(e, "unknown model '%s' (%s)", v, model_list());
-        sc->model = v;
-    } else if (strcmp(n, "threads") == 0) {
-        err = parse_uint(n, v, 1, 4096, &u, e);
-        sc->threads = (int)u;
-    } else if (strcmp(n, "promotion") == 0) {
-        if (!in_list(cr_lf_pool_promotions(), v))
-            return fail(e, "unknown promotion order '%s'", v);
-        sc->promotion = v;
-    } else if (strcmp(n, "groups") == 0) {
-        err = parse_uint(n, v, 1, 256, &u, e);
-        sc->groups = (int)u;
-    } else if (strcmp(n, "multiple-leaders") == 0) {
-        sc->multiple_leaders = flag;
-    } else if (strcmp(n, "backend") == 0) {
-        if (!in_list(cr_handle_set_backends(), v))
-            return fail(e, "unknown backend '%s' (%s)", v,
-                        joined(cr_handle_set_backends(), list, sizeof(list)));
-        sc->backend = v;
-    } else if (strcmp(n, "max-connections") == 0) {
-        err = parse_uint(n, v, 1, 10000000, &u, e);
-        sc->max_connections = (int)u;
-    } else if (strcmp(n, "workers") == 0) {
-        err = parse_uint(n, v, 1, 65536, &u, e);
-        sc->workers = (int)u;
-    } else if (strcmp(n, "min-spare") == 0) {
-        err = parse_uint(n, v, 1, 65536, &u, e);
-        sc->min_spare = (int)u;
-    } else if (strcmp(n, "max-spare") == 0) {
-        err = parse_uint(n, v, 1, 65536, &u, e);
-        sc->max_spare = (int)u;
-    } else if (strcmp(n, "max-workers") == 0) {
-        err = parse_uint(n, v, 1, 65536, &u, e);
-        sc->max_workers = (int)u;
-    } else if (strcmp(n, "max-requests-per-child") == 0) {
-        err = parse_uint(n, v, 0, UINT64_MAX, &u, e);
-        sc->max_requests_per_child = u;
-    } else if (strcmp(n, "accept-lock") == 0) {
-        if (!in_list(accept_locks, v))
-            return fail(e, "unknown accept lock '%s' (%s)", v,
-                        joined(accept_locks, list, sizeof(list)));
-        sc->accept_lock = v;
-    } else if (strcmp(n, "busy-warn") == 0) {
-        err = parse_seconds(n, v, &ms, e);
-        sc->busy_warn_ms = ms;
-    } else if (strcmp(n, "dispatch") == 0) {
-        if (!in_list(dispatchers, v))
-            return fail(e, "unknown dispatch '%s' (%s)", v,
-                        joined(dispatchers, list, sizeof(list)));
-        sc->dispatch = v;
-    } else if (strcmp(n, "async-engine") == 0) {
-        if (!in_list(async_engines, v))
-            return fail(e, "unknown async engine '%s' (%s)", v,
-                        joined(async_engines, list, sizeof(list)));
-        sc->async_engine = v;
-    } else if (strcmp(n, "header-timeout") == 0) {
-        err = parse_seconds(n, v, &hc->header_timeout_ms, e);
-    } else if (strcmp(n, "body-timeout") == 0) {
-        err = parse_seconds(n, v, &hc->body_timeout_ms, e);
-    } else if (strcmp(n, "keepalive-timeout") == 0) {
-        err = parse_seconds(n, v, &hc->keepalive_timeout_ms, e);
-    } else if (strcmp(n, "send-timeout") == 0) {
-        err = parse_seconds(n, v, &hc->send_timeout_ms, e);
-    } else if (strcmp(n, "max-requests-per-connection") == 0) {
-        err = parse_uint(n, v, 1, UINT_MAX, &u, e);
-        hc->max_requests = (unsigned)u;
-    } else if (strcmp(n, "max-request-line") == 0) {
-        err = parse_uint(n, v, 16, 1 << 20, &u, e);
-        hc->limits.request_line_max = u;
-    } else if (strcmp(n, "max-header-line") == 0) {
-        err = parse_uint(n, v, 16, 1 << 20, &u, e);
-        hc->limits.header_line_max = u;
-    } else if (strcmp(n, "max-headers-size") == 0) {
-        err = parse_uint(n, v, 16, 1 << 20, &u, e);
-        hc->limits.headers_max = u;
-    } else if (strcmp(n, "max-header-fields") == 0) {
-        err = parse_uint(n, v, 1, 256, &u, e);
-        hc->limits.fields_max = u;
-    } else if (strcmp(n, "access-log") == 0) {
-        o->access_log = v;
     } else if (strcmp(n, "log-format") == 0) {
         if (strcmp(v, "common") == 0)
             o->log_format = ACCESS_LOG_COMMON;
@@ -493,33 +457,86 @@ static int set_option(struct options *o, const struct opt_def *d, const char *v,
             o->log_format = ACCESS_LOG_COMBINED;
         else
             return fail(e, "unknown log format '%s' (common, combined)", v);
-    } else if (strcmp(n, "error-log") == 0) {
-        o->error_log = v;
     } else if (strcmp(n, "log-level") == 0) {
         if (cr_log_parse_level(v, &o->log_level) < 0)
             return fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
         o->has_log_level = true;
-    } else if (strcmp(n, "pid-file") == 0) {
-        o->pid_file = v;
     } else if (strcmp(n, "status-path") == 0) {
         if (strcmp(v, "off") == 0)
-            hc->status_path = "";
+            o->http.status_path = "";
         else if (v[0] != '/')
             return fail(e, "--status-path '%s' must start with '/' (or be off)", v);
         else
-            hc->status_path = v;
-    } else if (strcmp(n, "status-allow-remote") == 0) {
-        hc->status_allow_remote = flag;
-    } else if (strcmp(n, "allow-outside-symlinks") == 0) {
-        hc->allow_outside_symlinks = flag;
-    } else if (strcmp(n, "mime-types") == 0) {
-        hc->mime_types = v;
+            o->http.status_path = v;
     } else if (strcmp(n, "config") == 0) {
         if (!from_argv)
             return fail(e, "--config is for the command line, not a configuration file");
         o->config = v;
     }
-    return err;
+    return 0;
+}
+
+/*
+ * Sets option d to v (NULL: a flag given without a value). v must live as
+ * long as o. 0, or -EINVAL with e saying why.
+ */
+static int set_option(struct options *o, const struct opt_def *d, const char *v, bool from_argv,
+                      struct err *e)
+{
+    char *field = (char *)o + d->off;
+    unsigned long long u = 0;
+    bool flag = true;
+    char list[256];
+    int err;
+
+    if (d->kind == OPT_FLAG) {
+        if (v == NULL || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
+            flag = true;
+        else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
+            flag = false;
+        else
+            return fail(e, "--%s takes no value, or yes/no (got '%s')", d->name, v);
+        v = flag ? "yes" : "no";
+    } else if (v == NULL) {
+        return fail(e, "--%s needs a value", d->name);
+    }
+    o->raw[d - opt_defs] = v;
+
+    switch (d->kind) {
+    case OPT_NUM:
+        err = parse_uint(d->name, v, d->min, d->max, &u, e);
+        if (err < 0)
+            return err;
+        /* int, unsigned, size_t or uint64_t; the range fits each. */
+        if (d->size == sizeof(uint32_t)) {
+            uint32_t x = (uint32_t)u;
+
+            memcpy(field, &x, sizeof(x));
+        } else {
+            uint64_t x = u;
+
+            assert(d->size == sizeof(x));
+            memcpy(field, &x, sizeof(x));
+        }
+        return 0;
+    case OPT_SECONDS:
+        assert(d->size == sizeof(uint64_t));
+        return parse_seconds(d->name, v, (uint64_t *)(void *)field, e);
+    case OPT_FLAG:
+        *(bool *)(void *)field = flag;
+        return 0;
+    case OPT_CHOICE:
+        if (!in_list(d->choices(), v))
+            return fail(e, "unknown --%s '%s' (%s)", d->name, v,
+                        joined(d->choices(), list, sizeof(list)));
+        /* fall through */
+    case OPT_STRING:
+        *(const char **)(void *)field = v;
+        return 0;
+    case OPT_SPECIAL:
+        break;
+    }
+    return set_special(o, d, v, from_argv, e);
 }
 
 /* Splits "--name=value" / "--name value" at argv[*i]. 0, 1 for --help or
@@ -540,7 +557,7 @@ static int argv_option(int argc, char **argv, int *i, const struct opt_def **d, 
         return fail(e, "unknown option '%s'", a);
     if (eq != NULL) {
         *v = eq + 1;
-    } else if ((*d)->flag) {
+    } else if ((*d)->kind == OPT_FLAG) {
         *v = NULL;
     } else if (*i + 1 >= argc) {
         return fail(e, "--%s needs a value", (*d)->name);

@@ -7,9 +7,9 @@
  *
  * Under the process models the slots are the serving process's own (the
  * service runs in worker processes), so the page's server-wide request
- * count comes from the scoreboard, kept by the model in shared memory; the
- * status classes and the latency histogram are this worker's, and the page
- * says so.
+ * count comes from cr_server_stats, which the model keeps in shared memory;
+ * the status classes and the latency histogram are this worker's, and the
+ * page says so.
  */
 #include "status.h"
 
@@ -266,18 +266,10 @@ static int take_snapshot(const struct status *st, struct cr_server *srv, struct 
         return -ENOMEM;
     }
     sum_scoreboard(sn);
-    /* Server-wide: the model's count (thread models). Under the process
-     * models our own slots count only this worker's; the scoreboard's slots
-     * count what each live worker served, and the model's count, kept in
-     * shared memory, also what exited workers (older generations) served,
-     * so it is the larger unless a model does not share it. */
+    /* Server-wide, from the model: under the process models our own slots
+     * count only this worker's, while the model's count (shared memory)
+     * includes every worker, exited ones too, as do its process figures. */
     sn->requests = sn->srv.requests;
-    if (sn->nboard > 0 && sn->board_total.requests > sn->requests)
-        sn->requests = sn->board_total.requests;
-    /* The page is rendered in a worker, whose copy of the model's process
-     * count may be the one it was forked with; the scoreboard is current. */
-    if (sn->nboard > 0)
-        sn->srv.processes = sn->nboard - sn->states[CR_WORKER_DEAD];
     return 0;
 }
 

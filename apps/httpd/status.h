@@ -13,9 +13,9 @@
  *
  * Process models (forking, prefork): the slots are per process (each worker
  * counts what it serves). The page then takes the server-wide request count
- * from cr_server_stats (shared memory; it includes exited workers) or the
- * scoreboard's totals over the live workers, whichever is larger, and shows
- * the scoreboard: a row per worker process (pid, generation,
+ * and the process figures from cr_server_stats (shared memory; the count
+ * includes exited workers) and shows the scoreboard: a row per worker
+ * process (pid, generation,
  * state, busy threads, connections, requests, bytes, last request, busy
  * for), the totals, processes, generation, restarts and crashes.
  */
