@@ -58,7 +58,6 @@
 #include "scoreboard_internal.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -205,9 +204,22 @@ static bool is_server_socket(struct cr_model *m, int fd)
  * table is the manager's, copied at the fork by the manager itself, so it is
  * consistent without the lock (which the child never takes).
  */
+struct close_ctx {
+    struct cr_model *m;
+    int conn_fd;
+};
+
+static void close_if_server_socket(int fd, void *arg)
+{
+    struct close_ctx *cc = arg;
+
+    if (fd != cc->conn_fd && is_server_socket(cc->m, fd))
+        close(fd);
+}
+
 static void child_close_model_fds(struct cr_model *m, int conn_fd)
 {
-    DIR *d;
+    struct close_ctx cc = {m, conn_fd};
 
     for (unsigned i = 0; i < m->env.nlisten * m->env.listen_groups; i++)
         close(m->env.listen_fds[i]);
@@ -217,20 +229,7 @@ static void child_close_model_fds(struct cr_model *m, int conn_fd)
         if (m->children[i].live)
             close(m->children[i].pidfd);
     }
-    d = opendir("/proc/self/fd");
-    if (d != NULL) {
-        struct dirent *e;
-
-        while ((e = readdir(d)) != NULL) {
-            int fd = atoi(e->d_name);
-
-            if (e->d_name[0] == '.' || fd == dirfd(d) || fd == conn_fd)
-                continue;
-            if (is_server_socket(m, fd))
-                close(fd);
-        }
-        closedir(d);
-    }
+    (void)cr__proc_each_fd(close_if_server_socket, &cc);
 }
 
 static int child_main(void *arg)

@@ -18,6 +18,9 @@
 #include "conn_internal.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +32,28 @@
 #include <unistd.h>
 
 volatile int cr__proc_stop;
+
+/*
+ * Held around every fork of cr__proc_spawn and, through
+ * cr__proc_hold_forks, around work that must not be copied half done into
+ * a child: an application's reconfiguration at SIGHUP (cr_server_run).
+ * Process-wide, as fork is. Besides the half-applied state, it keeps a child
+ * from inheriting an allocator lock that the reconfiguring thread held at
+ * the fork: glibc's malloc resets its locks in the child, but the
+ * sanitizers' allocators of GCC 12 do not, and such a child hung in its
+ * first malloc.
+ */
+static pthread_mutex_t fork_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cr__proc_hold_forks(void)
+{
+    pthread_mutex_lock(&fork_lock);
+}
+
+void cr__proc_release_forks(void)
+{
+    pthread_mutex_unlock(&fork_lock);
+}
 
 /* Signal handlers: only a flag (STYLE.md). A graceful request never undoes
  * an immediate one. */
@@ -56,6 +81,9 @@ static int child_setup(pid_t parent)
     sigset_t mask;
 
     cr__proc_stop = 0;
+    /* The parent's forking thread held it; this copy is the child's own,
+     * for forks of its own. */
+    pthread_mutex_init(&fork_lock, NULL);
     /* A worker never outlives its master. PDEATHSIG fires when the forking
      * thread exits (the manager thread, which lives until its children are
      * reaped). If the parent died between fork and prctl, the signal will
@@ -99,6 +127,7 @@ int cr__proc_spawn(cr__proc_main_fn *fn, void *arg, pid_t *pid, int *pidfd)
     err = -pthread_sigmask(SIG_SETMASK, &all, &old);
     if (err < 0)
         return err;
+    pthread_mutex_lock(&fork_lock);
     child = fork();
     if (child == 0) {
         int status = child_setup(parent);
@@ -110,6 +139,7 @@ int cr__proc_spawn(cr__proc_main_fn *fn, void *arg, pid_t *pid, int *pidfd)
         _exit(status & 0xff);
     }
     err = child < 0 ? -errno : 0;
+    pthread_mutex_unlock(&fork_lock);
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (err < 0)
         return err;
@@ -175,40 +205,68 @@ static int cmp_int(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+int cr__proc_each_fd(void (*fn)(int fd, void *arg), void *arg)
+{
+    /* getdents64 into the stack, not opendir: a forked child calls this
+     * before anything else, and opendir's buffer would be its first malloc
+     * (see fork_lock). */
+    char buf[4096] __attribute__((aligned(8)));
+    int dfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (dfd < 0)
+        return -errno;
+    for (;;) {
+        long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+
+        if (n <= 0) {
+            int err = n < 0 ? -errno : 0;
+
+            close(dfd);
+            return err;
+        }
+        for (long off = 0; off < n;) {
+            const struct dirent64 *e = (const void *)(buf + off);
+            int fd = atoi(e->d_name);
+
+            off += e->d_reclen;
+            /* Closing entries while listing is fine: the directory is read
+             * in order of descriptor number. */
+            if (e->d_name[0] != '.' && fd != dfd)
+                fn(fd, arg);
+        }
+    }
+}
+
+struct keep_list {
+    const int *keep;
+    unsigned nkeep;
+};
+
+static void close_unless_kept(int fd, void *arg)
+{
+    const struct keep_list *k = arg;
+    bool kept = fd < 3;
+
+    for (unsigned i = 0; i < k->nkeep && !kept; i++)
+        kept = k->keep[i] == fd;
+    if (!kept)
+        close(fd);
+}
+
 /* Without close_range (Linux < 5.9): each open descriptor of /proc/self/fd,
  * else every number up to the limit. */
 static void close_fds_slow(const int *keep, unsigned nkeep)
 {
-    DIR *d = opendir("/proc/self/fd");
+    struct keep_list k = {keep, nkeep};
     long max;
 
-    if (d != NULL) {
-        int dfd = dirfd(d);
-        struct dirent *e;
-
-        while ((e = readdir(d)) != NULL) {
-            int fd = atoi(e->d_name);
-            bool kept = fd < 3 || fd == dfd;
-
-            for (unsigned i = 0; i < nkeep && !kept; i++)
-                kept = keep[i] == fd;
-            if (!kept && e->d_name[0] != '.')
-                close(fd);
-        }
-        closedir(d);
+    if (cr__proc_each_fd(close_unless_kept, &k) == 0)
         return;
-    }
     max = sysconf(_SC_OPEN_MAX);
     if (max < 0 || max > 1 << 20)
         max = 1 << 20;
-    for (int fd = 3; fd < max; fd++) {
-        bool kept = false;
-
-        for (unsigned i = 0; i < nkeep && !kept; i++)
-            kept = keep[i] == fd;
-        if (!kept)
-            close(fd);
-    }
+    for (int fd = 3; fd < max; fd++)
+        close_unless_kept(fd, &k);
 }
 
 void cr__proc_close_fds_except(const int *keep, unsigned nkeep)

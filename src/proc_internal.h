@@ -41,12 +41,25 @@ int cr__proc_spawn(cr__proc_main_fn *fn, void *arg, pid_t *pid, int *pidfd);
  */
 extern volatile int cr__proc_stop;
 
+/*
+ * Holds off every cr__proc_spawn of the process until release: for work
+ * that a child must see whole or not at all (cr_server_run holds it around
+ * on_hup). Not recursive; never hold it across a spawn.
+ */
+void cr__proc_hold_forks(void);
+void cr__proc_release_forks(void);
+
 /* Reaps the exited child of pidfd without blocking: 0 and its wait status
  * in *status, -EAGAIN while it still runs, -errno. Does not close pidfd. */
 int cr__proc_reap(int pidfd, int *status);
 
 /* "exit 0", "killed by signal 9 (core dumped)"... into buf. Returns buf. */
 const char *cr__proc_describe(int status, char *buf, size_t len);
+
+/* Calls fn for each open descriptor of the process (from /proc/self/fd,
+ * without allocating: safe in a child right after fork). fn may close it.
+ * 0 or -errno (no /proc). */
+int cr__proc_each_fd(void (*fn)(int fd, void *arg), void *arg);
 
 /* Closes every descriptor >= 3 not in keep[0..nkeep) (close_range where the
  * kernel has it). For a forked child, so it holds nothing it does not use. */

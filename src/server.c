@@ -19,6 +19,7 @@
 #include <cabrank/server.h>
 
 #include "model_internal.h"
+#include "proc_internal.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -501,6 +502,8 @@ int cr_server_run(struct cr_server *s)
     err = cr_server_start(s);
     if (err < 0)
         goto out_restore;
+    if (s->cfg.on_started != NULL)
+        s->cfg.on_started(s, s->cfg.signal_arg);
     while (!__atomic_load_n(&s->stop_requested, __ATOMIC_RELAXED)) {
         siginfo_t si;
         int signo = sigtimedwait(&set, &si, &poll_ts);
@@ -520,8 +523,13 @@ int cr_server_run(struct cr_server *s)
         case SIGHUP: {
             int rerr;
 
-            if (s->cfg.on_hup != NULL)
+            /* No process model forks meanwhile: a child sees the new
+             * configuration whole or not at all. */
+            if (s->cfg.on_hup != NULL) {
+                cr__proc_hold_forks();
                 s->cfg.on_hup(s, s->cfg.signal_arg);
+                cr__proc_release_forks();
+            }
             rerr = cr_server_restart(s);
             if (rerr < 0)
                 CR_LOG(CR_LOG_ERROR, "graceful restart: %s", strerror(-rerr));

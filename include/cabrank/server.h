@@ -66,10 +66,15 @@ struct cr_server_config {
     const char *async_engine; /* uring|emulated; NULL: uring where it works */
     /*
      * cr_server_run: SIGHUP calls on_hup (re-read the configuration), then
-     * cr_server_restart (prefork: a new generation of workers).
+     * cr_server_restart (prefork: a new generation of workers). No process
+     * model forks a child while on_hup runs, so a child copies the
+     * configuration whole, old or new; on_hup must not start one itself.
      */
     void (*on_hup)(struct cr_server *s, void *arg);
     void (*on_usr1)(struct cr_server *s, void *arg); /* cr_server_run: SIGUSR1 */
+    /* cr_server_run: once the model serves (prefork: the first workers
+     * run), before the first signal; the place to say "ready". */
+    void (*on_started)(struct cr_server *s, void *arg);
     void *signal_arg;
 };
 
