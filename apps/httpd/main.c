@@ -6,7 +6,7 @@
  * the access and error logs. Runs on the main thread; the workers are the
  * model's.
  *
- * After binding it prints one line per listener to stdout,
+ * Once the model serves it prints one line per listener to stdout,
  * "listening on 127.0.0.1:PORT" (tests bind port 0 and read it), and logs
  * the same. A bad flag or an unusable root is one line on stderr and exit
  * status 2.
@@ -754,6 +754,31 @@ static void reopen_logs(struct app *app)
 /* cr_server_run's SIGUSR1 callback, on the main thread. Under the process
  * models this reopens the master's access log, which workers forked later
  * inherit; running workers keep theirs until they are replaced (HUP). */
+/* Says "listening" once the model serves: a status page asked for at once
+ * then sees every first worker (prefork), and a script that waits for the
+ * line finds the server ready, not just bound. */
+static void on_started(struct cr_server *s, void *arg)
+{
+    const struct app *app = arg;
+    const struct options *o = app->opts;
+    struct cr_server_stats ss;
+
+    for (unsigned i = 0; i < cr_server_listeners(s); i++) {
+        char addr[80];
+
+        if (cr_server_address(s, i, addr, sizeof(addr)) == 0) {
+            printf("listening on %s\n", addr);
+            CR_LOG(CR_LOG_INFO, "listening on %s", addr);
+        }
+    }
+    fflush(stdout);
+    (void)cr_server_stats(s, &ss, NULL, 0);
+    CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
+           ss.model, ss.promotion != NULL ? ", promotion " : "",
+           ss.promotion != NULL ? ss.promotion : "", o->config != NULL ? ", config " : "",
+           o->config != NULL ? o->config : "");
+}
+
 static void on_usr1(struct cr_server *s, void *arg)
 {
     CR_UNUSED(s);
@@ -987,6 +1012,7 @@ int main(int argc, char **argv)
         o->http.send_timeout_ms != 0 ? o->http.send_timeout_ms : HTTP_SEND_TIMEOUT_MS_DEFAULT;
     o->server.on_usr1 = on_usr1;
     o->server.on_hup = on_hup;
+    o->server.on_started = on_started;
     o->server.signal_arg = &app;
     err = cr_server_create(&srv, &o->server, http_service_get(http));
     if (err < 0) {
@@ -1005,24 +1031,6 @@ int main(int argc, char **argv)
             fprintf(stderr, PROG ": pid file '%s': %s\n", o->pid_file, strerror(-err));
             goto out_server;
         }
-    }
-    for (unsigned i = 0; i < cr_server_listeners(srv); i++) {
-        char addr[80];
-
-        if (cr_server_address(srv, i, addr, sizeof(addr)) == 0) {
-            printf("listening on %s\n", addr);
-            CR_LOG(CR_LOG_INFO, "listening on %s", addr);
-        }
-    }
-    fflush(stdout);
-    {
-        struct cr_server_stats ss;
-
-        (void)cr_server_stats(srv, &ss, NULL, 0);
-        CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
-               ss.model, ss.promotion != NULL ? ", promotion " : "",
-               ss.promotion != NULL ? ss.promotion : "", o->config != NULL ? ", config " : "",
-               o->config != NULL ? o->config : "");
     }
     err = cr_server_run(srv);
     if (err < 0)
