@@ -33,11 +33,13 @@ WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat
         -Wvla -fno-common -Werror
 BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -Itests/support $(WARN) -MMD -MP
 # Library dependencies resolved when a recipe runs (after `deps` has installed them).
-DEP_CFLAGS = $(shell pkg-config --cflags liburing 2>/dev/null) \
-             $(shell pkg-config --exists liburing 2>/dev/null && echo -DCR_HAVE_LIBURING)
+DEP_CFLAGS = $(shell pkg-config --cflags liburing sqlite3 libpq 2>/dev/null) \
+             $(shell pkg-config --exists liburing 2>/dev/null && echo -DCR_HAVE_LIBURING) \
+             $(shell pkg-config --exists libpq 2>/dev/null && echo -DCR_HAVE_LIBPQ)
 DEP_LIBS   = $(shell pkg-config --libs liburing 2>/dev/null) -lpthread -lm
-# Libraries only the applications need (none yet).
-APP_LIBS   =
+# Libraries only the applications need: SQLite and libpq for the ledger
+# (apps/oltp); their headers are found through DEP_CFLAGS.
+APP_LIBS   = $(shell pkg-config --libs sqlite3 libpq 2>/dev/null)
 CHECK_CFLAGS = $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   = $(shell pkg-config --libs check 2>/dev/null)
 
@@ -77,9 +79,11 @@ FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] te
 
 # ---------------------------------------------------------------- dependencies
 # pkg-config module:Debian package, and command:Debian package.
-PKG_DEPS := check:check liburing:liburing-dev
+PKG_DEPS := check:check liburing:liburing-dev sqlite3:libsqlite3-dev libpq:libpq-dev
 CMD_DEPS := pkg-config:pkg-config clang-format:clang-format
-TEST_CMD_DEPS := curl:curl chromium:chromium wrk:wrk
+# postgresql: the OLTP tests start a PostgreSQL server of their own (pg_ctlcluster is
+# the package's command on PATH; the tests run its initdb and postgres directly).
+TEST_CMD_DEPS := curl:curl chromium:chromium wrk:wrk pg_ctlcluster:postgresql
 
 .PHONY: deps deps-test
 deps:
