@@ -128,9 +128,9 @@ $$(OUT_$(1))/examples/%: $$(OBJ_$(1))/examples/%.o $$(OUT_$(1))/libcabrank.a
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS)
 
-$$(OUT_$(1))/integration/%: $$(OBJ_$(1))/tests/integration/%.o $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libcabrank.a
+$$(OUT_$(1))/integration/%: $$(OBJ_$(1))/tests/integration/%.o $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
 	@mkdir -p $$(@D)
-	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS)
+	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
 
 .PHONY: $(1)-all
 $(1)-all: $$(OUT_$(1))/libcabrank.a $$(OUT_$(1))/unit-tests $$($(1)_EXAMPLES) $$($(1)_INTEG) \
