@@ -121,14 +121,20 @@ $$(OUT_$(1))/libapps.a: $$($(1)_APP_OBJS)
 	@mkdir -p $$(@D)
 	rm -f $$@ && ar rcs $$@ $$^
 
-$$(OUT_$(1))/unit-tests: $$($(1)_UNIT_OBJS) $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
+# The test services and helpers (tests/support): an archive, so a program
+# takes only the members it uses (cabrank-bench: the echo and line services).
+$$(OUT_$(1))/libsupport.a: $$($(1)_SUPP_OBJS)
+	@mkdir -p $$(@D)
+	rm -f $$@ && ar rcs $$@ $$^
+
+$$(OUT_$(1))/unit-tests: $$($(1)_UNIT_OBJS) $$(OUT_$(1))/libsupport.a $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(CHECK_LIBS) $$(DEP_LIBS) $$(APP_LIBS)
 
 $$(OUT_$(1))/examples/%: $$(OBJ_$(1))/examples/%.o $$(OUT_$(1))/libcabrank.a
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS)
 
-$$(OUT_$(1))/integration/%: $$(OBJ_$(1))/tests/integration/%.o $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
+$$(OUT_$(1))/integration/%: $$(OBJ_$(1))/tests/integration/%.o $$(OUT_$(1))/libsupport.a $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
 	@mkdir -p $$(@D)
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
 
@@ -140,19 +146,14 @@ $(1)-all: $$(OUT_$(1))/libcabrank.a $$(OUT_$(1))/unit-tests $$($(1)_EXAMPLES) $$
 endef
 $(foreach v,$(VARIANTS),$(eval $(call variant_rules,$(v))))
 
-# $(1) = variant, $(2) = main source: the program's link rule.
+# $(1) = variant, $(2) = main source: the program's link rule. libsupport.a
+# serves cabrank-bench the test services it runs; other programs take nothing
+# from it.
 define prog_rule
-$$(OUT_$(1))/$(call prog_name,$(2)): $$(patsubst %.c,$$(OBJ_$(1))/%.o,$(2)) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
+$$(OUT_$(1))/$(call prog_name,$(2)): $$(patsubst %.c,$$(OBJ_$(1))/%.o,$(2)) $$(OUT_$(1))/libsupport.a $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
 endef
-$(foreach v,$(VARIANTS),$(foreach m,$(filter-out apps/bench/main.c,$(APP_MAIN_SRCS)),$(eval $(call prog_rule,$(v),$(m)))))
-# cabrank-bench serves the line protocol with the test services (tests/support), so it links
-# them too (before the libraries they use).
-define bench_prog_rule
-$$(OUT_$(1))/cabrank-bench: $$(OBJ_$(1))/apps/bench/main.o $$($(1)_SUPP_OBJS) $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
-	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
-endef
-$(if $(filter apps/bench/main.c,$(APP_MAIN_SRCS)),$(foreach v,$(VARIANTS),$(eval $(call bench_prog_rule,$(v)))))
+$(foreach v,$(VARIANTS),$(foreach m,$(APP_MAIN_SRCS),$(eval $(call prog_rule,$(v),$(m)))))
 
 # ---------------------------------------------------------------- release extras
 $(BUILD)/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)
@@ -170,9 +171,9 @@ $(BUILD)/cabrank.pc: Makefile
 # Benchmarks: bench/<name>.c, linked with the test services.
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
-$(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(release_SUPP_OBJS) $(BUILD)/libapps.a $(BUILD)/libcabrank.a
+$(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(BUILD)/libsupport.a $(BUILD)/libapps.a $(BUILD)/libcabrank.a
 	@mkdir -p $(@D)
-	$(CC) -pthread -o $@ $^ $(DEP_LIBS)
+	$(CC) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
 
 PROGRAMS := $(BUILD)/cabrank-echo
 
