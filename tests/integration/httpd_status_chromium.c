@@ -96,15 +96,6 @@ static int count(const char *hay, const char *needle)
     return n;
 }
 
-static bool has_model(const char *name)
-{
-    for (const char *const *m = cr_server_models(); *m != NULL; m++) {
-        if (strcmp(*m, name) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* Serves root under args, loads the status page in Chromium into dom.
  * 0, or -1 after a failed CHECK. */
 static int render(const char *root, const char *profile, const char *const *args, char *dom)
@@ -197,8 +188,7 @@ int main(void)
         hc_write_file(root, "index.html", "i\n", 2) < 0)
         goto out;
     check_lf(root, profile, dom);
-    if (has_model("prefork"))
-        check_prefork(root, profile, dom);
+    check_prefork(root, profile, dom);
     if (hc_failures != 0)
         fprintf(stderr, "the DOM:\n%.6000s\n", dom);
     if (hc_failures == 0) {
