@@ -1,0 +1,556 @@
+/*
+ * ledger_db.c - the ledger's database, the part every backend shares
+ * (ledger_db.h): the url picks the backend (ledger_db_sqlite.c or
+ * ledger_db_pg.c), each calling thread gets its own connection (a pthread
+ * key per ledger_db; every connection is also on the db's list, so that
+ * ledger_db_close closes them all, whichever thread opened them), units are
+ * applied as their own transaction or by group commit, transactions that
+ * met a transient failure (-EAGAIN) are rolled back and run again. Called
+ * by the ledger's worker threads; owns the connections.
+ *
+ * Group commit: a queue of waiting units under gc_lock, each unit with its
+ * own condition variable on its caller's stack. The caller that finds no
+ * leader leads: it cuts up to max_batch units off the head of the queue
+ * (its own unit is the head), runs them in one transaction on its own
+ * connection with gc_lock released, then, under gc_lock again, stores each
+ * unit's result, wakes its caller, and hands leadership to the unit now at
+ * the head, if any. So each leader runs exactly one batch, the one holding
+ * its own unit, and returns: nobody leads forever, and every caller
+ * returns as soon as the commit holding its unit is durable.
+ *
+ * Lock order: conns_lock and gc_lock are never held together.
+ */
+#include "ledger_db_internal.h"
+
+#include <cabrank/log.h>
+
+#include <assert.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/*
+ * Weak, so that the program links whether or not ledger_db_pg.c (written at
+ * the same time by another helper) is in the tree yet: without a definition
+ * its address is NULL and a PostgreSQL url gets -ENOSYS. A weak reference
+ * alone never pulls an archive member into a link, so with ledger_db_pg.o in
+ * libapps.a this still reads NULL unless something else names
+ * ledger_backend_pg: once that file is in the tree this must become the
+ * header's plain (strong) declaration.
+ */
+extern const struct ledger_backend_ops ledger_backend_pg __attribute__((weak));
+
+#define DEFAULT_MAX_BATCH 256
+/* Tries of one transaction before a unit fails with -EIO. SQLite meets
+ * -EAGAIN only past its busy timeout, PostgreSQL on conflicts that a rerun
+ * resolves: this bounds a livelock, it is not a tuning knob. */
+#define MAX_ATTEMPTS 50
+
+/* One thread's connection; on db->conns until ledger_db_close. */
+struct conn_slot {
+    struct conn_slot *next;
+    void *conn;
+};
+
+/* One ledger_db_apply call waiting in the group commit queue. Lives on its
+ * caller's stack until it returns. */
+struct unit {
+    /* Immutable once queued. */
+    const struct ledger_op *ops;
+    size_t n;
+    pthread_cond_t cond;
+    /* Protected by db->gc_lock. */
+    struct unit *next;
+    struct ledger_result *res;
+    int err;
+    bool done;
+    bool lead;
+};
+
+struct ledger_db {
+    /* Immutable after open. */
+    const struct ledger_backend_ops *ops;
+    struct ledger_db_config cfg; /* cfg.url points at url */
+    char *url;
+    pthread_key_t key; /* -> this thread's struct conn_slot */
+
+    pthread_mutex_t conns_lock;
+    /* Protected by conns_lock. */
+    struct conn_slot *conns;
+
+    pthread_mutex_t gc_lock;
+    /* Protected by gc_lock. */
+    struct unit *head;
+    struct unit *tail;
+    bool leading;
+
+    /* Relaxed atomics: counters read only for ledger_db_stats. */
+    struct ledger_db_stats stats;
+};
+
+static void stat_add(uint64_t *counter, uint64_t n)
+{
+    __atomic_fetch_add(counter, n, __ATOMIC_RELAXED);
+}
+
+static void stat_max(uint64_t *counter, uint64_t v)
+{
+    uint64_t cur = __atomic_load_n(counter, __ATOMIC_RELAXED);
+
+    while (cur < v &&
+           !__atomic_compare_exchange_n(counter, &cur, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* Spreads reruns of conflicting transactions apart (at most ~10 ms). */
+static void backoff(unsigned attempt)
+{
+    struct timespec ts = {.tv_nsec = (long)(attempt < 50 ? attempt : 50) * 200000L};
+
+    nanosleep(&ts, NULL);
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* The backend for url: 0, -EINVAL, -ENOSYS. */
+static int pick_backend(const char *url, const struct ledger_backend_ops **ops)
+{
+    if (has_prefix(url, "postgresql://") || has_prefix(url, "postgres://")) {
+        if (&ledger_backend_pg == NULL)
+            return -ENOSYS;
+        *ops = &ledger_backend_pg;
+        return 0;
+    }
+    if (has_prefix(url, "sqlite:")) {
+        if (url[strlen("sqlite:")] == '\0')
+            return -EINVAL;
+    } else if (url[0] == '\0' || strstr(url, "://") != NULL) {
+        /* An empty path, or a scheme we do not speak. */
+        return -EINVAL;
+    }
+    *ops = &ledger_backend_sqlite;
+    return 0;
+}
+
+/* This thread's connection to db, opened on first use. 0, -ENOMEM, -EIO... */
+static int thread_conn(struct ledger_db *db, void **conn)
+{
+    struct conn_slot *slot = pthread_getspecific(db->key);
+    int err;
+
+    if (slot != NULL) {
+        *conn = slot->conn;
+        return 0;
+    }
+    slot = calloc(1, sizeof(*slot));
+    if (slot == NULL)
+        return -ENOMEM;
+    err = db->ops->connect(&db->cfg, &slot->conn);
+    if (err < 0)
+        goto out_free;
+    err = -pthread_setspecific(db->key, slot);
+    if (err < 0)
+        goto out_disconnect;
+    pthread_mutex_lock(&db->conns_lock);
+    slot->next = db->conns;
+    db->conns = slot;
+    pthread_mutex_unlock(&db->conns_lock);
+    *conn = slot->conn;
+    return 0;
+
+out_disconnect:
+    db->ops->disconnect(slot->conn);
+out_free:
+    free(slot);
+    return err;
+}
+
+int ledger_db_open(struct ledger_db **out, const struct ledger_db_config *cfg)
+{
+    struct ledger_db *db;
+    void *conn;
+    int err;
+
+    *out = NULL;
+    if (cfg == NULL || cfg->url == NULL)
+        return -EINVAL;
+    db = calloc(1, sizeof(*db));
+    if (db == NULL)
+        return -ENOMEM;
+    err = pick_backend(cfg->url, &db->ops);
+    if (err < 0)
+        goto out_free_db;
+    db->url = strdup(cfg->url);
+    if (db->url == NULL) {
+        err = -ENOMEM;
+        goto out_free_db;
+    }
+    db->cfg = *cfg;
+    db->cfg.url = db->url;
+    if (db->cfg.max_batch == 0)
+        db->cfg.max_batch = DEFAULT_MAX_BATCH;
+    if (db->cfg.busy_timeout_ms == 0)
+        db->cfg.busy_timeout_ms = 10000;
+    err = -pthread_key_create(&db->key, NULL);
+    if (err < 0)
+        goto out_free_url;
+    pthread_mutex_init(&db->conns_lock, NULL);
+    pthread_mutex_init(&db->gc_lock, NULL);
+    /* The opener's connection creates the schema: a database that refuses
+     * us is reported here, not at the first request. */
+    err = thread_conn(db, &conn);
+    for (unsigned attempt = 1; err == 0; attempt++) {
+        err = db->ops->schema(conn);
+        if (err != -EAGAIN || attempt == MAX_ATTEMPTS)
+            break;
+        backoff(attempt);
+    }
+    if (err < 0) {
+        ledger_db_close(db);
+        return err == -EAGAIN ? -EIO : err;
+    }
+    *out = db;
+    return 0;
+
+out_free_url:
+    free(db->url);
+out_free_db:
+    free(db);
+    return err;
+}
+
+void ledger_db_close(struct ledger_db *db)
+{
+    struct conn_slot *slot;
+
+    if (db == NULL)
+        return;
+    assert(db->head == NULL);
+    while ((slot = db->conns) != NULL) {
+        db->conns = slot->next;
+        db->ops->disconnect(slot->conn);
+        free(slot);
+    }
+    pthread_key_delete(db->key);
+    pthread_mutex_destroy(&db->gc_lock);
+    pthread_mutex_destroy(&db->conns_lock);
+    free(db->url);
+    free(db);
+}
+
+static bool is_account(uint64_t id)
+{
+    return id >= 1 && id <= OLTP_MAX_ACCOUNT;
+}
+
+/* The status of an op the database need not see, or OLTP_ST_OK. */
+static uint16_t check_op(const struct ledger_op *op)
+{
+    switch (op->op) {
+    case OLTP_OP_OPEN:
+        return is_account(op->account) ? OLTP_ST_OK : OLTP_ST_BAD_ACCOUNT;
+    case OLTP_OP_TRANSFER:
+        if (!is_account(op->to) || op->to == op->account)
+            return OLTP_ST_BAD_ACCOUNT;
+        /* fall through */
+    case OLTP_OP_DEPOSIT:
+    case OLTP_OP_WITHDRAW:
+        if (!is_account(op->account))
+            return OLTP_ST_BAD_ACCOUNT;
+        if (op->amount <= 0 || op->amount > OLTP_MAX_AMOUNT)
+            return OLTP_ST_BAD_AMOUNT;
+        return OLTP_ST_OK;
+    default:
+        return OLTP_ST_UNKNOWN_OP;
+    }
+}
+
+/* Applies u's ops inside the open transaction: 0 with u->res (an error
+ * status: the caller undoes the unit), or -EAGAIN / -EIO. */
+static int apply_unit(struct ledger_db *db, void *conn, struct unit *u)
+{
+    struct ledger_result *res = u->res;
+
+    res->status = OLTP_ST_OK;
+    res->failed_op = 0;
+    res->balance = 0;
+    for (size_t i = 0; i < u->n; i++) {
+        uint16_t status;
+        int64_t balance;
+        int err = db->ops->apply(conn, &u->ops[i], &status, &balance);
+
+        if (err < 0)
+            return err;
+        if (status != OLTP_ST_OK) {
+            res->status = status;
+            res->failed_op = (unsigned)i;
+            res->balance = 0;
+            return 0;
+        }
+        res->balance = balance;
+    }
+    return 0;
+}
+
+/*
+ * One try of the transaction holding the units of the list at first (a
+ * batch when grouped, else one unit without savepoint). 0 when committed
+ * (or, for a lone unit that failed, rolled back), else -EAGAIN / -EIO with
+ * the transaction rolled back.
+ */
+static int try_batch(struct ledger_db *db, void *conn, struct unit *first, bool grouped)
+{
+    const struct ledger_backend_ops *ops = db->ops;
+    int err = ops->begin(conn);
+
+    if (err < 0)
+        goto out_rollback;
+    for (struct unit *u = first; u != NULL; u = u->next) {
+        if (grouped) {
+            err = ops->savepoint(conn);
+            if (err < 0)
+                goto out_rollback;
+        }
+        err = apply_unit(db, conn, u);
+        if (err < 0)
+            goto out_rollback;
+        if (!grouped) {
+            if (u->res->status != OLTP_ST_OK) {
+                /* Nothing to keep: no commit, no fsync. */
+                err = ops->rollback(conn);
+                goto out;
+            }
+            break;
+        }
+        /* ROLLBACK TO keeps the savepoint open; RELEASE closes it either
+         * way, so the next unit's savepoint is not nested in this one. */
+        if (u->res->status != OLTP_ST_OK)
+            err = ops->rollback_to(conn);
+        if (err == 0)
+            err = ops->release(conn);
+        if (err < 0)
+            goto out_rollback;
+    }
+    err = ops->commit(conn);
+    if (err < 0)
+        goto out_rollback;
+    stat_add(&db->stats.commits, 1);
+    return 0;
+
+out_rollback:
+    /* The database's own error is what the caller needs; a failing
+     * rollback after it adds nothing (the backend logged it). */
+    (void)ops->rollback(conn);
+out:
+    return err;
+}
+
+/* Runs the transaction of the units from first until it commits, reruns on
+ * -EAGAIN. 0 or -EIO; on -EIO every unit's result says OLTP_ST_INTERNAL. */
+static int run_batch(struct ledger_db *db, void *conn, struct unit *first, bool grouped)
+{
+    size_t k = 0;
+    int err;
+
+    for (unsigned attempt = 1;; attempt++) {
+        err = try_batch(db, conn, first, grouped);
+        if (err != -EAGAIN)
+            break;
+        stat_add(&db->stats.retries, 1);
+        if (attempt == MAX_ATTEMPTS) {
+            CR_LOG(CR_LOG_ERROR, "ledger_db: transaction still conflicting after %u tries",
+                   attempt);
+            err = -EIO;
+            break;
+        }
+        backoff(attempt);
+    }
+    for (struct unit *u = first; u != NULL; u = u->next) {
+        k++;
+        if (err < 0) {
+            u->res->status = OLTP_ST_INTERNAL;
+            u->res->failed_op = 0;
+            u->res->balance = 0;
+        }
+    }
+    if (err < 0)
+        return -EIO;
+    stat_add(&db->stats.units, k);
+    stat_max(&db->stats.max_batch, k);
+    return 0;
+}
+
+static int apply_grouped(struct ledger_db *db, void *conn, struct unit *u)
+{
+    struct unit *last;
+    struct unit *next;
+    int err;
+
+    pthread_mutex_lock(&db->gc_lock);
+    if (db->tail != NULL)
+        db->tail->next = u;
+    else
+        db->head = u;
+    db->tail = u;
+    if (!db->leading) {
+        db->leading = true;
+        u->lead = true;
+    }
+    while (!u->done && !u->lead)
+        pthread_cond_wait(&u->cond, &db->gc_lock);
+    if (u->done) {
+        pthread_mutex_unlock(&db->gc_lock);
+        return u->err;
+    }
+    /* Leader: u is the head; cut the batch off the queue. */
+    last = u;
+    for (unsigned k = 1; k < db->cfg.max_batch && last->next != NULL; k++)
+        last = last->next;
+    db->head = last->next;
+    if (db->head == NULL)
+        db->tail = NULL;
+    last->next = NULL;
+    pthread_mutex_unlock(&db->gc_lock);
+
+    err = run_batch(db, conn, u, true);
+
+    pthread_mutex_lock(&db->gc_lock);
+    for (struct unit *b = u; b != NULL; b = next) {
+        /* Read before the wake: b's caller may return once we unlock. */
+        next = b->next;
+        b->err = err;
+        b->done = true;
+        if (b != u)
+            pthread_cond_signal(&b->cond);
+    }
+    if (db->head != NULL) {
+        db->head->lead = true;
+        pthread_cond_signal(&db->head->cond);
+    } else {
+        db->leading = false;
+    }
+    pthread_mutex_unlock(&db->gc_lock);
+    return err;
+}
+
+int ledger_db_apply(struct ledger_db *db, const struct ledger_op *ops, size_t n,
+                    struct ledger_result *res)
+{
+    struct unit u = {.ops = ops, .n = n, .res = res};
+    void *conn;
+    int err;
+
+    res->status = OLTP_ST_INTERNAL;
+    res->failed_op = 0;
+    res->balance = 0;
+    if (n == 0 || n > OLTP_MAX_SESSION_OPS)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        uint16_t status = check_op(&ops[i]);
+
+        if (status != OLTP_ST_OK) {
+            res->status = status;
+            res->failed_op = (unsigned)i;
+            return 0;
+        }
+    }
+    err = thread_conn(db, &conn);
+    if (err < 0) {
+        CR_LOG(CR_LOG_ERROR, "ledger_db: no connection: %s", strerror(-err));
+        return -EIO;
+    }
+    if (!db->cfg.group_commit)
+        return run_batch(db, conn, &u, false);
+    pthread_cond_init(&u.cond, NULL);
+    err = apply_grouped(db, conn, &u);
+    pthread_cond_destroy(&u.cond);
+    return err;
+}
+
+/* Reads run outside any transaction, so a busy database is simply asked
+ * again. True (after a pause) when err calls for that. */
+static bool is_read_again(struct ledger_db *db, int err, unsigned attempt)
+{
+    if (err != -EAGAIN || attempt == MAX_ATTEMPTS)
+        return false;
+    stat_add(&db->stats.retries, 1);
+    backoff(attempt);
+    return true;
+}
+
+/* What a read returns for err: 0, -ENOENT, else -EIO. */
+static int read_status(int err)
+{
+    return err == 0 || err == -ENOENT ? err : -EIO;
+}
+
+int ledger_db_balance(struct ledger_db *db, uint64_t account, int64_t *balance)
+{
+    void *conn;
+    int err;
+
+    for (unsigned attempt = 1;; attempt++) {
+        err = thread_conn(db, &conn);
+        if (err == 0)
+            err = db->ops->balance(conn, account, balance);
+        if (!is_read_again(db, err, attempt))
+            break;
+    }
+    return read_status(err);
+}
+
+int ledger_db_history(struct ledger_db *db, uint64_t account, struct oltp_hist *out, unsigned max,
+                      unsigned *n)
+{
+    void *conn;
+    int err;
+
+    *n = 0;
+    for (unsigned attempt = 1;; attempt++) {
+        err = thread_conn(db, &conn);
+        if (err == 0)
+            err = db->ops->history(conn, account, out, max, n);
+        if (!is_read_again(db, err, attempt))
+            break;
+    }
+    return read_status(err);
+}
+
+int ledger_db_totals(struct ledger_db *db, int64_t *sum, uint64_t *accounts, uint64_t *negative)
+{
+    void *conn;
+    int err;
+
+    for (unsigned attempt = 1;; attempt++) {
+        err = thread_conn(db, &conn);
+        if (err == 0)
+            err = db->ops->totals(conn, sum, accounts, negative);
+        if (!is_read_again(db, err, attempt))
+            break;
+    }
+    return err == -ENOENT ? -EIO : read_status(err);
+}
+
+int ledger_db_each_keyed(struct ledger_db *db, ledger_db_row_fn *fn, void *arg)
+{
+    void *conn;
+    int err = thread_conn(db, &conn);
+
+    if (err < 0)
+        return -EIO;
+    /* No retry: fn may have seen rows when a busy error comes. What fn
+     * returned passes through as it is. */
+    return db->ops->each_keyed(conn, fn, arg);
+}
+
+void ledger_db_stats(struct ledger_db *db, struct ledger_db_stats *st)
+{
+    st->units = __atomic_load_n(&db->stats.units, __ATOMIC_RELAXED);
+    st->commits = __atomic_load_n(&db->stats.commits, __ATOMIC_RELAXED);
+    st->max_batch = __atomic_load_n(&db->stats.max_batch, __ATOMIC_RELAXED);
+    st->retries = __atomic_load_n(&db->stats.retries, __ATOMIC_RELAXED);
+}
