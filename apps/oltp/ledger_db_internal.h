@@ -28,8 +28,14 @@ struct ledger_backend_ops {
      * (READ COMMITTED: rows are locked by the UPDATEs, in account order). */
     int (*begin)(void *conn);
     int (*commit)(void *conn);
+    /* Also called after a begin or commit that failed, when the database
+     * may have ended the transaction itself: then it just returns 0. */
     int (*rollback)(void *conn);
-    /* One savepoint at a time, around each unit of a group commit. */
+    /* One savepoint at a time, around each unit of a group commit.
+     * ledger_db.c calls savepoint, the unit's applies, then release when
+     * they succeeded, or rollback_to and then release when one failed:
+     * rollback_to undoes the unit and leaves the savepoint open (as SQL's
+     * ROLLBACK TO does), release closes it. */
     int (*savepoint)(void *conn);
     int (*rollback_to)(void *conn);
     int (*release)(void *conn);
