@@ -141,8 +141,7 @@ struct cr_model {
     struct cr__scoreboard *sb;
     struct cr__scoreboard_totals *totals; /* sb's */
     struct cr_reactor *r;
-    int efd;     /* eventfd: stop and restart requests for the manager */
-    int *rp_fds; /* reuseport: cfg->workers * nlisten copies, index-major; or NULL */
+    int efd; /* eventfd: stop and restart requests for the manager */
 
     /* Owner thread only (start, wait, destroy). */
     pthread_t manager;
@@ -180,7 +179,7 @@ struct wproc {
     unsigned nthreads;
     struct cr__conn_config conn;
     int epfd;
-    int rp_index; /* reuseport: its copies (m->rp_fds); -1: none */
+    int rp_index; /* reuseport: its copies (copy_fd); -1: none */
     uint64_t requests;
 
     struct cr_mutex lock;
@@ -200,6 +199,19 @@ struct wthread {
     /* Protected by w->lock: when its connection began (0: none). */
     uint64_t busy_since;
 };
+
+/* reuseport: whether the server opened a copy per worker index. */
+static bool has_copies(const struct cr_model *m)
+{
+    return m->env.listen_groups > 1;
+}
+
+/* reuseport: worker index k's copy of listener i (its listen group k + 1;
+ * group 0 is the sockets every worker shares). */
+static int copy_fd(const struct cr_model *m, int k, unsigned i)
+{
+    return m->env.listen_fds[(size_t)(k + 1) * m->env.nlisten + i];
+}
 
 static void counter_add(uint64_t *counter, int64_t delta)
 {
@@ -395,8 +407,7 @@ static int lead(struct wproc *w)
                 if (cr_listener_accept(m->env.listen_fds[i], &fd) < 0)
                     fd = -1;
                 if (fd < 0 && w->rp_index >= 0 &&
-                    cr_listener_accept(m->rp_fds[(size_t)w->rp_index * m->env.nlisten + i], &fd) <
-                        0)
+                    cr_listener_accept(copy_fd(m, w->rp_index, i), &fd) < 0)
                     fd = -1;
             }
         }
@@ -508,18 +519,15 @@ static void drop_master_state(struct cr_model *m)
     cr_reactor_destroy(m->r);
 }
 
-/* reuseport: the copies of the other indices are not this worker's. */
+/* reuseport: the copies of the other indices are not this worker's. The
+ * server's table keeps the numbers; this process never uses them again. */
 static void drop_other_copies(struct cr_model *m, int keep)
 {
-    if (m->rp_fds == NULL)
+    if (!has_copies(m))
         return;
     for (int k = 0; k < m->cfg->workers; k++) {
-        for (unsigned i = 0; i < m->env.nlisten && k != keep; i++) {
-            int *fd = &m->rp_fds[(size_t)k * m->env.nlisten + i];
-
-            close(*fd);
-            *fd = -1;
-        }
+        for (unsigned i = 0; i < m->env.nlisten && k != keep; i++)
+            close(copy_fd(m, k, i));
     }
 }
 
@@ -547,8 +555,7 @@ static int setup_listeners(struct wproc *w)
         err = watch(w->epfd, m->env.listen_fds[i], exclusive ? 0 : EPOLLEXCLUSIVE);
         /* Its copy: shared with its successor during a restart. */
         if (err == 0 && w->rp_index >= 0)
-            err =
-                watch(w->epfd, m->rp_fds[(size_t)w->rp_index * m->env.nlisten + i], EPOLLEXCLUSIVE);
+            err = watch(w->epfd, copy_fd(m, w->rp_index, i), EPOLLEXCLUSIVE);
         if (err < 0)
             return err;
     }
@@ -717,7 +724,7 @@ static int claim_slot(struct cr_model *m)
  * until it exits; -1 when all are taken (a spare) or there are none. */
 static int free_copy(struct cr_model *m)
 {
-    if (m->rp_fds == NULL)
+    if (!has_copies(m))
         return -1;
     for (int k = 0; k < m->cfg->workers; k++) {
         bool taken = false;
@@ -1068,39 +1075,6 @@ static void *manager_main(void *arg)
 
 static void prefork_destroy(struct cr_model *m);
 
-/* reuseport: cfg->workers SO_REUSEPORT copies of each listener, on its
- * actual address (so port 0 works). The master's sockets need
- * SO_REUSEPORT too: server.c sets it on those it opens; an inherited one
- * without it fails here with EADDRINUSE. */
-static int open_copies(struct cr_model *m)
-{
-    size_t n = (size_t)m->cfg->workers * m->env.nlisten;
-
-    m->rp_fds = malloc(n * sizeof(*m->rp_fds));
-    if (m->rp_fds == NULL)
-        return -ENOMEM;
-    for (size_t k = 0; k < n; k++)
-        m->rp_fds[k] = -1;
-    for (unsigned i = 0; i < m->env.nlisten; i++) {
-        char addr[128];
-        struct cr_listener_config lc = {
-            .address = addr,
-            .backlog = m->cfg->backlog,
-            .reuseport = true,
-        };
-        int err = cr_listener_address(m->env.listen_fds[i], addr, sizeof(addr));
-
-        for (int k = 0; k < m->cfg->workers && err == 0; k++)
-            err = cr_listener_open(&m->rp_fds[(size_t)k * m->env.nlisten + i], &lc);
-        if (err < 0) {
-            CR_LOG(CR_LOG_ERROR, "prefork: listening on %s again (SO_REUSEPORT): %s", addr,
-                   strerror(-err));
-            return err;
-        }
-    }
-    return 0;
-}
-
 static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
 {
     struct cr_reactor_config rcfg = {.backend = NULL, .batch = 0};
@@ -1143,10 +1117,10 @@ static int prefork_create(struct cr_model **out, const struct cr_model_env *env)
     err = cr__accept_lock_create(&m->alock, kind);
     if (err < 0)
         goto out_destroy;
-    if (kind == CR__ACCEPT_LOCK_REUSEPORT) {
-        err = open_copies(m);
-        if (err < 0)
-            goto out_destroy;
+    if (kind == CR__ACCEPT_LOCK_REUSEPORT &&
+        env->listen_groups != (unsigned)env->cfg->workers + 1) {
+        err = -EINVAL; /* server.c opens the copies (listen_groups_for) */
+        goto out_destroy;
     }
     err = cr_reactor_create(&m->r, &rcfg);
     if (err < 0)
@@ -1243,13 +1217,6 @@ static void prefork_destroy(struct cr_model *m)
     cr_reactor_destroy(m->r);
     if (m->efd >= 0)
         close(m->efd);
-    if (m->rp_fds != NULL) {
-        for (size_t k = 0; k < (size_t)m->cfg->workers * m->env.nlisten; k++) {
-            if (m->rp_fds[k] >= 0)
-                close(m->rp_fds[k]);
-        }
-        free(m->rp_fds);
-    }
     cr__accept_lock_destroy(m->alock);
     cr__scoreboard_destroy(m->sb);
     cr_cond_fini(&m->cv);

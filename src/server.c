@@ -239,17 +239,26 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
 
 /* lf with groups > 1 over sockets the server opens itself: one
  * SO_REUSEPORT copy of each address per group. */
-static bool wants_groups(const struct cr_server *s, const struct cr_server_config *in)
+/*
+ * How many copies of each listener the model takes (model_internal.h): lf
+ * with groups > 1, one per handle set, over the server's own sockets (the
+ * caller's are shared by every group); prefork with accept_lock reuseport,
+ * the master's and one per worker index (its own accept queue, which a
+ * successor takes over), inherited sockets too. 1: no copies.
+ */
+static unsigned listen_groups_for(const struct cr_server *s, const struct cr_server_config *in)
 {
+    if (strcmp(s->cfg.model, "prefork") == 0 && strcmp(s->cfg.accept_lock, "reuseport") == 0)
+        return (unsigned)s->cfg.workers + 1;
     if (strcmp(s->cfg.model, "lf") != 0 || s->cfg.groups <= 1)
-        return false;
+        return 1;
     if (s->cfg.groups > s->cfg.threads)
-        return false; /* the model refuses it: open nothing more */
+        return 1; /* the model refuses it: open nothing more */
     for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
         if (in->listen_fds[i] > 0)
-            return false; /* the caller's sockets: every group shares them */
+            return 1;
     }
-    return true;
+    return (unsigned)s->cfg.groups;
 }
 
 /*
@@ -283,6 +292,7 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
         for (unsigned g = 1; g < groups && err == 0; g++)
             err = cr_listener_open(&fds[(size_t)g * s->nlisten + i], &lc);
         if (err < 0) {
+            /* An inherited socket without SO_REUSEPORT ends here, EADDRINUSE. */
             CR_LOG(CR_LOG_ERROR, "listening on %s again (SO_REUSEPORT): %s", addr, strerror(-err));
             break;
         }
@@ -290,14 +300,13 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
     return err;
 }
 
-/* Opens the configured listeners, or adopts the inherited ones. Prefork
- * with accept_lock reuseport: each worker opens its own copy, which needs
- * SO_REUSEPORT on the master's socket too. */
+/* Opens the configured listeners, or adopts the inherited ones, and the
+ * copies the model takes (listen_groups_for); copies need SO_REUSEPORT on
+ * the first socket too. */
 static int open_listeners(struct cr_server *s, const struct cr_server_config *in)
 {
-    bool grouped = wants_groups(s, in);
-    bool reuseport = grouped || (strcmp(s->cfg.model, "prefork") == 0 &&
-                                 strcmp(s->cfg.accept_lock, "reuseport") == 0);
+    unsigned groups = listen_groups_for(s, in);
+    bool reuseport = groups > 1;
 
     for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
         if (in->listen_fds[i] > 0) {
@@ -334,8 +343,8 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
         }
         s->owns_fd[s->nlisten++] = true;
     }
-    if (grouped)
-        return open_group_copies(s, (unsigned)s->cfg.groups);
+    if (groups > 1)
+        return open_group_copies(s, groups);
     return 0;
 }
 
