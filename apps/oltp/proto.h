@@ -34,6 +34,19 @@
  *   BEGIN: nothing (the session id is the header's); COMMIT: ops u32
  *   applied; ABORT, PING: nothing. OLTP_ST_QUEUED (an op inside a session)
  *   carries nothing. An error status carries nothing.
+ *
+ * Strictness (decisions of proto.c):
+ * - The header is judged byte by byte as it arrives: a wrong magic byte, kind
+ *   or flags gives -EBADMSG as soon as that byte is in buf, and len over
+ *   OLTP_MAX_BODY as soon as its 4 bytes are (before the body arrives). So a
+ *   prefix of a frame gives -EAGAIN or the whole frame's -EBADMSG.
+ * - Kinds 0 and 0x80 are no frame of either direction (-EBADMSG). A request
+ *   kind 1..127 that is no enum oltp_op is OLTP_ST_UNKNOWN_OP, not -EBADMSG.
+ * - A reply of an unknown status (>= OLTP_ST_COUNT) is -EBADMSG; an error
+ *   status is legal for any op 1..127 (the reply to OLTP_ST_UNKNOWN_OP repeats
+ *   the unknown op); OLTP_ST_OK for an op not in the enum is -EBADMSG.
+ * - HISTORY's limit 0 or over OLTP_MAX_HISTORY is OLTP_ST_MALFORMED, from
+ *   oltp_req_check (the frame itself is well formed).
  */
 #ifndef CABRANK_OLTP_PROTO_H
 #define CABRANK_OLTP_PROTO_H
@@ -75,7 +88,7 @@ enum oltp_op {
 enum oltp_status {
     OLTP_ST_OK = 0,
     OLTP_ST_QUEUED = 1,        /* accepted into the session; applied at COMMIT */
-    OLTP_ST_MALFORMED = 2,     /* body size wrong for the op */
+    OLTP_ST_MALFORMED = 2,     /* body size wrong for the op; HISTORY limit 0 or > max */
     OLTP_ST_UNKNOWN_OP = 3,    /* kind is no request op */
     OLTP_ST_BAD_ACCOUNT = 4,   /* id 0 or over OLTP_MAX_ACCOUNT, or from == to */
     OLTP_ST_BAD_AMOUNT = 5,    /* <= 0 or over OLTP_MAX_AMOUNT */
@@ -129,30 +142,37 @@ struct oltp_reply {
  * goes on; r->op, id and session are set); -EAGAIN when the frame is not
  * whole yet; -EBADMSG when the stream is unusable (bad magic, flags, a
  * reply kind, len over OLTP_MAX_BODY): close the connection. Validates the
- * frame, not the values (oltp_req_check). Thread-safe.
+ * frame, not the values (oltp_req_check). Fields the op does not carry are
+ * zeroed (so is the key of an op without one). Thread-safe.
  */
 ssize_t oltp_req_decode(const void *buf, size_t len, struct oltp_req *r, uint16_t *status);
 
 /* Encodes r into buf; returns its size, or 0 if cap is too small or r->op
- * is not a request op. Thread-safe. */
+ * is not a request op (nothing is written then). Thread-safe. */
 size_t oltp_req_encode(const struct oltp_req *r, void *buf, size_t cap);
 
 /*
  * Decodes the reply frame at buf[0..len): its size (> 0), -EAGAIN, or
  * -EBADMSG (bad header, a request kind, a body that does not match the op
- * and status, a HISTORY count over OLTP_MAX_HISTORY). Thread-safe.
+ * and status, a HISTORY count over OLTP_MAX_HISTORY). On success balance and
+ * count are zeroed when the reply does not carry them; hist[count..] is left
+ * untouched. On failure *r is untouched. Thread-safe.
  */
 ssize_t oltp_reply_decode(const void *buf, size_t len, struct oltp_reply *r);
 
 /* Encodes r (status-dependent body) into buf; its size, or 0 if cap is too
- * small. Thread-safe. */
+ * small or r is no legal reply (op 0 or over 127, status >= OLTP_ST_COUNT,
+ * OLTP_ST_OK for an unknown op, a HISTORY count over OLTP_MAX_HISTORY);
+ * nothing is written then. Thread-safe. */
 size_t oltp_reply_encode(const struct oltp_reply *r, void *buf, size_t cap);
 
 /*
  * Reads only the header at buf[0..len): the frame's size and its id, for
  * code that forwards frames without decoding them (the gateway's bound
  * pool decoder). Same returns as oltp_reply_decode's header checks; want_reply
- * says which kind is legal. Thread-safe.
+ * says which kind is legal. Like the decoders it returns -EAGAIN until the
+ * whole frame (header and body) is in buf; id, session and kind (each may be
+ * NULL) are set only when it returns a size. Thread-safe.
  */
 ssize_t oltp_frame_peek(const void *buf, size_t len, bool want_reply, uint64_t *id,
                         uint64_t *session, uint8_t *kind);
@@ -160,7 +180,11 @@ ssize_t oltp_frame_peek(const void *buf, size_t len, bool want_reply, uint64_t *
 /*
  * The value checks the gateway makes before forwarding and the ledger makes
  * again: account ids in range and from != to, amounts in range, a key on
- * TRANSFER. OLTP_ST_OK or the error status. Thread-safe.
+ * TRANSFER. OLTP_ST_OK or the error status. The first failing check wins,
+ * in this order: accounts (BAD_ACCOUNT), amount (BAD_AMOUNT), key
+ * (NEED_KEY), HISTORY's limit (MALFORMED). BEGIN, COMMIT, ABORT and PING
+ * carry no values: OK (their session is the session manager's business). An
+ * op not in the enum: OLTP_ST_UNKNOWN_OP. Thread-safe.
  */
 uint16_t oltp_req_check(const struct oltp_req *r);
 
