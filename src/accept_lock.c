@@ -42,14 +42,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CR_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(CR_TSAN)
-#define CR_TSAN 1
-#endif
 #ifdef CR_TSAN
 #include <sanitizer/tsan_interface.h>
 #endif

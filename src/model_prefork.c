@@ -101,15 +101,6 @@
 #include <sys/pidfd.h>
 #include <unistd.h>
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define CR_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(CR_TSAN)
-#define CR_TSAN 1
-#endif
-
 #define TICK_MS           1000u /* maintenance period */
 #define MAX_SPAWN_RATE    32u   /* Apache's MAX_SPAWN_RATE */
 #define POLL_MS           100   /* a worker looks at its stop flag this often */

@@ -38,19 +38,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ThreadSanitizer confuses a thread created in a child forked from a
- * multi-threaded process with a parent's thread of the same stack (see
- * access_log_after_fork); run it with die_after_fork=0, as tests/run.sh
- * does. */
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ACCESS_LOG_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__) && !defined(ACCESS_LOG_TSAN)
-#define ACCESS_LOG_TSAN 1
-#endif
-
 #define DEFAULT_BUFFER_SIZE (64 * 1024)
 #define DEFAULT_FLUSH_MS    1000
 
@@ -459,7 +446,7 @@ int access_log_after_fork(struct access_log *l)
     err = -pthread_attr_init(&attr);
     if (err < 0)
         return err;
-#ifdef ACCESS_LOG_TSAN
+#ifdef CR_TSAN
     /* After fork glibc hands the parent's cached thread stacks to new
      * threads, so the flusher would get the pthread_t of a parent thread
      * TSan still counts as running ("dup thread with used id"). A size no

@@ -18,4 +18,15 @@
 
 #define CR_UNUSED(x) ((void)(x))
 
+/* CR_TSAN is 1 in a ThreadSanitizer build (GCC's macro or clang's feature
+ * test), for the few places that must tell TSan what it cannot see. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CR_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(CR_TSAN)
+#define CR_TSAN 1
+#endif
+
 #endif /* CABRANK_COMMON_H */
