@@ -411,7 +411,6 @@ static void do_transfer(struct client *c, uint64_t due_ns)
     struct run *run = c->run;
     struct oltp_req req;
     struct oltp_reply rep;
-
     bool sent = false;
 
     random_transfer(c, &req, 0);
@@ -433,9 +432,10 @@ static void do_transfer(struct client *c, uint64_t due_ns)
         }
         if (err == 0 && rep.status == OLTP_ST_INSUFFICIENT)
             return;
-        /* A lost connection, or the gateway could not place it: a keyed
-         * transfer is safe to send again. */
-        if ((err < 0 || rep.status == OLTP_ST_UNAVAILABLE || rep.status == OLTP_ST_IN_DOUBT) &&
+        /* A lost connection, the gateway could not place it, or the
+         * database failed: a keyed transfer is safe to send again. */
+        if ((err < 0 || rep.status == OLTP_ST_UNAVAILABLE || rep.status == OLTP_ST_IN_DOUBT ||
+             rep.status == OLTP_ST_INTERNAL) &&
             retry_pause(c, attempt))
             continue;
         if (err == 0 || !run->cfg->retry)

@@ -34,7 +34,8 @@ struct oltp_load_config {
     const char *target;
     /* Clients, each a thread and a connection; 0 = 1. */
     unsigned clients;
-    /* Requests per second over all clients; 0 = closed loop. */
+    /* Requests per second over all clients (a mixed run's session counts
+     * as one); 0 = closed loop. */
     double rate;
     /* Bounds: either or both (the first reached ends the run); none = 1 s. */
     double seconds;
@@ -49,7 +50,9 @@ struct oltp_load_config {
      * against one database, checked together. */
     bool append;
     /* Resend a transfer whose connection failed (or that the gateway could
-     * not place), after reconnecting, until acknowledged or the bound ends. */
+     * not place, or the database failed), after reconnecting, until
+     * acknowledged or the bound ends; failed connections are then expected,
+     * not errors. */
     bool retry;
     /* A new connection for every request (the benchmark's baseline). */
     bool connect_per_request;
