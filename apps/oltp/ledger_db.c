@@ -3,10 +3,12 @@
  * (ledger_db.h): the url picks the backend (ledger_db_sqlite.c or
  * ledger_db_pg.c), each calling thread gets its own connection (a pthread
  * key per ledger_db; every connection is also on the db's list, so that
- * ledger_db_close closes them all, whichever thread opened them), units are
- * applied as their own transaction or by group commit, transactions that
- * met a transient failure (-EAGAIN) are rolled back and run again. Called
- * by the ledger's worker threads; owns the connections.
+ * ledger_db_close closes them all, whichever thread opened them, and a
+ * thread that exits leaves its connection there for the next new thread),
+ * units are applied as their own transaction or by group commit,
+ * transactions that met a transient failure (-EAGAIN) are rolled back and
+ * run again. Called by the ledger's worker threads; owns the connections.
+ * Threads that used a db must not be exiting while ledger_db_close runs.
  *
  * Group commit: a queue of waiting units under gc_lock, each unit with its
  * own condition variable on its caller's stack. The caller that finds no
@@ -45,12 +47,19 @@ extern const struct ledger_backend_ops ledger_backend_pg __attribute__((weak));
 /* Tries of one transaction before a unit fails with -EIO. SQLite meets
  * -EAGAIN only past its busy timeout, PostgreSQL on conflicts that a rerun
  * resolves: this bounds a livelock, it is not a tuning knob. */
-#define MAX_ATTEMPTS 50
+#define MAX_ATTEMPTS 16
 
-/* One thread's connection; on db->conns until ledger_db_close. */
+/* A connection; on db->conns until ledger_db_close. A thread holds it
+ * from its first call until it exits (then the key's destructor frees it
+ * for the next new thread: a thread-per-connection server must not open a
+ * database connection per client). */
 struct conn_slot {
-    struct conn_slot *next;
+    /* Immutable after creation. */
+    struct ledger_db *db;
     void *conn;
+    /* Protected by db->conns_lock. */
+    struct conn_slot *next;
+    bool in_use;
 };
 
 /* One ledger_db_apply call waiting in the group commit queue. Lives on its
@@ -136,7 +145,19 @@ static int pick_backend(const char *url, const struct ledger_backend_ops **ops)
     return 0;
 }
 
-/* This thread's connection to db, opened on first use. 0, -ENOMEM, -EIO... */
+/* The key's destructor, run by an exiting thread that used the db. */
+static void release_slot(void *arg)
+{
+    struct conn_slot *slot = arg;
+    struct ledger_db *db = slot->db;
+
+    pthread_mutex_lock(&db->conns_lock);
+    slot->in_use = false;
+    pthread_mutex_unlock(&db->conns_lock);
+}
+
+/* This thread's connection to db: the one it holds, one an exited thread
+ * left, or a new one. 0, -ENOMEM, -EIO... */
 static int thread_conn(struct ledger_db *db, void **conn)
 {
     struct conn_slot *slot = pthread_getspecific(db->key);
@@ -146,27 +167,35 @@ static int thread_conn(struct ledger_db *db, void **conn)
         *conn = slot->conn;
         return 0;
     }
-    slot = calloc(1, sizeof(*slot));
-    if (slot == NULL)
-        return -ENOMEM;
-    err = db->ops->connect(&db->cfg, &slot->conn);
-    if (err < 0)
-        goto out_free;
-    err = -pthread_setspecific(db->key, slot);
-    if (err < 0)
-        goto out_disconnect;
     pthread_mutex_lock(&db->conns_lock);
-    slot->next = db->conns;
-    db->conns = slot;
+    for (slot = db->conns; slot != NULL && slot->in_use; slot = slot->next)
+        ;
+    if (slot != NULL)
+        slot->in_use = true;
     pthread_mutex_unlock(&db->conns_lock);
+    if (slot == NULL) {
+        slot = calloc(1, sizeof(*slot));
+        if (slot == NULL)
+            return -ENOMEM;
+        slot->db = db;
+        slot->in_use = true;
+        err = db->ops->connect(&db->cfg, &slot->conn);
+        if (err < 0) {
+            free(slot);
+            return err;
+        }
+        pthread_mutex_lock(&db->conns_lock);
+        slot->next = db->conns;
+        db->conns = slot;
+        pthread_mutex_unlock(&db->conns_lock);
+    }
+    err = -pthread_setspecific(db->key, slot);
+    if (err < 0) {
+        release_slot(slot);
+        return err;
+    }
     *conn = slot->conn;
     return 0;
-
-out_disconnect:
-    db->ops->disconnect(slot->conn);
-out_free:
-    free(slot);
-    return err;
 }
 
 int ledger_db_open(struct ledger_db **out, const struct ledger_db_config *cfg)
@@ -195,7 +224,7 @@ int ledger_db_open(struct ledger_db **out, const struct ledger_db_config *cfg)
         db->cfg.max_batch = DEFAULT_MAX_BATCH;
     if (db->cfg.busy_timeout_ms == 0)
         db->cfg.busy_timeout_ms = 10000;
-    err = -pthread_key_create(&db->key, NULL);
+    err = -pthread_key_create(&db->key, release_slot);
     if (err < 0)
         goto out_free_url;
     pthread_mutex_init(&db->conns_lock, NULL);
@@ -230,12 +259,15 @@ void ledger_db_close(struct ledger_db *db)
     if (db == NULL)
         return;
     assert(db->head == NULL);
+    /* First, so that no thread exiting from now on runs release_slot on a
+     * slot about to be freed. The threads still alive that used db keep a
+     * dead value under a deleted key, which nobody reads. */
+    pthread_key_delete(db->key);
     while ((slot = db->conns) != NULL) {
         db->conns = slot->next;
         db->ops->disconnect(slot->conn);
         free(slot);
     }
-    pthread_key_delete(db->key);
     pthread_mutex_destroy(&db->gc_lock);
     pthread_mutex_destroy(&db->conns_lock);
     free(db->url);

@@ -385,6 +385,51 @@ START_TEST(a_keyed_op_is_applied_once)
 }
 END_TEST
 
+static unsigned open_fds(void)
+{
+    char path[64];
+    unsigned n = 0;
+
+    for (int fd = 0; fd < 4096; fd++) {
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+        if (access(path, F_OK) == 0)
+            n++;
+    }
+    return n;
+}
+
+static void *read_balance_once(void *p)
+{
+    int64_t bal;
+
+    return (void *)(intptr_t)ledger_db_balance(p, 1, &bal);
+}
+
+START_TEST(a_new_thread_reuses_the_connection_of_an_exited_one)
+{
+    char path[256];
+    struct ledger_db *db;
+    unsigned before;
+
+    fresh_path(path, sizeof(path));
+    db = open_db(path, false);
+    open_accounts(db, 1, 1);
+    /* The first thread opens a second connection (files and WAL index). */
+    for (int i = 0; i < 101; i++) {
+        pthread_t th;
+        void *ret;
+
+        ck_assert_int_eq(pthread_create(&th, NULL, read_balance_once, db), 0);
+        ck_assert_int_eq(pthread_join(th, &ret), 0);
+        ck_assert_int_eq((intptr_t)ret, 0);
+        if (i == 0)
+            before = open_fds();
+    }
+    ck_assert_uint_eq(open_fds(), before);
+    ledger_db_close(db);
+}
+END_TEST
+
 #define GC_THREADS   16
 #define GC_TRANSFERS 50
 #define GC_ACCOUNTS  32
@@ -670,6 +715,7 @@ Suite *ledger_db_suite(void)
     tcase_add_loop_test(tc, each_op_returns_its_status_and_balance, 0, 2);
     tcase_add_loop_test(tc, a_failing_op_rolls_back_its_whole_unit, 0, 2);
     tcase_add_loop_test(tc, a_keyed_op_is_applied_once, 0, 2);
+    tcase_add_test(tc, a_new_thread_reuses_the_connection_of_an_exited_one);
     tcase_add_loop_test(tc, group_commit_shares_commits_between_threads, 0, 2);
     tcase_add_test(tc, a_failing_unit_does_not_disturb_its_batch);
     tcase_add_test(tc, acknowledged_units_survive_a_sigkill);
