@@ -27,6 +27,14 @@ uint64_t cr_test_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+int cr_test_tmo(int ms)
+{
+    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
+    int k = m != NULL ? atoi(m) : 1;
+
+    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
+}
+
 int cr_test_set_nonblock(int fd, bool on)
 {
     int fl = fcntl(fd, F_GETFL);

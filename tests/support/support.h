@@ -46,4 +46,9 @@ int cr_test_wait_exit(pid_t pid, int timeout_ms, int *status);
 /* Monotonic milliseconds. */
 uint64_t cr_test_now_ms(void);
 
+/* A wait of ms that expects something, scaled by CK_TIMEOUT_MULTIPLIER
+ * (tests/run.sh sets it per variant; capped at 10x) for loaded machines
+ * and sanitizer builds. */
+int cr_test_tmo(int ms);
+
 #endif /* CABRANK_TEST_SUPPORT_H */

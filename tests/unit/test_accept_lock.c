@@ -37,20 +37,12 @@ struct shared {
 };
 
 /* ms scaled for slow (sanitizer) builds, for waits that expect an event. */
-static int tmo(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    int k = m != NULL ? atoi(m) : 1;
-
-    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
-}
-
 static int child_rounds(struct cr__accept_lock *l, struct shared *sh)
 {
     if (cr__accept_lock_child_init(l) != 0)
         return 1;
     for (int i = 0; i < ROUNDS; i++) {
-        int err = cr__accept_lock_acquire(l, (uint64_t)tmo(5000));
+        int err = cr__accept_lock_acquire(l, (uint64_t)cr_test_tmo(5000));
 
         if (err != 0) {
             __atomic_store_n(&sh->acquire_err, err, __ATOMIC_RELAXED);
@@ -91,7 +83,7 @@ START_TEST(excludes_across_processes)
     for (int i = 0; i < CHILDREN; i++) {
         int status;
 
-        ck_assert_int_eq(cr_test_wait_exit(pids[i], tmo(30000), &status), 0);
+        ck_assert_int_eq(cr_test_wait_exit(pids[i], cr_test_tmo(30000), &status), 0);
         ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status 0x%x, err %d",
                       (unsigned)status, sh->acquire_err);
     }
@@ -140,16 +132,16 @@ START_TEST(recovers_from_holder_killed)
     pid = fork_holder(l);
     ck_assert_int_eq(cr__accept_lock_acquire(l, 0), -ETIMEDOUT);
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
-    ck_assert_int_eq(cr_test_wait_exit(pid, tmo(5000), &status), 0);
+    ck_assert_int_eq(cr_test_wait_exit(pid, cr_test_tmo(5000), &status), 0);
     ck_assert(WIFSIGNALED(status));
 
     /* The dead holder's turn passes to us. */
-    ck_assert_int_eq(cr__accept_lock_acquire(l, (uint64_t)tmo(2000)), 0);
+    ck_assert_int_eq(cr__accept_lock_acquire(l, (uint64_t)cr_test_tmo(2000)), 0);
     if (kind == CR__ACCEPT_LOCK_PTHREAD)
         ck_assert_uint_eq(cr__accept_lock_recoveries(l), 1);
     cr__accept_lock_release(l);
     /* And it works as before: taken and released again, no recovery. */
-    ck_assert_int_eq(cr__accept_lock_acquire(l, (uint64_t)tmo(2000)), 0);
+    ck_assert_int_eq(cr__accept_lock_acquire(l, (uint64_t)cr_test_tmo(2000)), 0);
     cr__accept_lock_release(l);
     if (kind == CR__ACCEPT_LOCK_PTHREAD)
         ck_assert_uint_eq(cr__accept_lock_recoveries(l), 1);
@@ -174,11 +166,11 @@ START_TEST(timed_acquire_gives_up)
         ck_assert_int_eq(cr__accept_lock_acquire(l, 100), -ETIMEDOUT);
         took = cr_test_now_ms() - t0;
         ck_assert_uint_ge(took, 99);
-        ck_assert_uint_lt(took, (uint64_t)tmo(2000));
+        ck_assert_uint_lt(took, (uint64_t)cr_test_tmo(2000));
     }
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
-    ck_assert_int_eq(cr_test_wait_exit(pid, tmo(5000), &status), 0);
-    ck_assert_int_eq(cr__accept_lock_acquire(l, (uint64_t)tmo(2000)), 0);
+    ck_assert_int_eq(cr_test_wait_exit(pid, cr_test_tmo(5000), &status), 0);
+    ck_assert_int_eq(cr__accept_lock_acquire(l, (uint64_t)cr_test_tmo(2000)), 0);
     cr__accept_lock_release(l);
     cr__accept_lock_destroy(l);
 }

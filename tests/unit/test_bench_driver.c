@@ -53,14 +53,6 @@ START_TEST(percentiles_are_nearest_rank)
 END_TEST
 
 /* ms scaled for slow (sanitizer) builds, for waits that expect an event. */
-static int tmo(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    int k = m != NULL ? atoi(m) : 1;
-
-    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
-}
-
 /*
  * The child's own usage is read first, once it has touched its 8 MiB and blocked (its first
  * voluntary context switch), then the tree's: every figure but the process count only grows,
@@ -106,7 +98,7 @@ START_TEST(usage_sums_the_tree_with_children)
     close(go[0]);
     ck_assert_int_eq(read(ready[0], &c, 1), 1);
     /* Until the child has blocked in its read and its RSS counters caught up. */
-    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    end = cr_test_now_ms() + (uint64_t)cr_test_tmo(5000);
     for (;;) {
         bench_usage_read(child, &kid);
         if ((kid.ctxsw >= 1 && kid.hwm_kb >= 8192) || cr_test_now_ms() >= end)

@@ -47,14 +47,6 @@ struct fixture {
     uint16_t port;
 };
 
-static int tmo(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    int k = m != NULL ? atoi(m) : 1;
-
-    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
-}
-
 /* The service alone (its descriptors open), no server yet. */
 static void fx_init(struct fixture *f, bool echo)
 {
@@ -108,7 +100,7 @@ static void open_client(struct fixture *f, struct cr_test_client *cl)
 static void expect_reply(struct cr_test_client *cl, const char *req, const char *want)
 {
     char line[256];
-    ssize_t n = cr_test_client_request(cl, req, line, sizeof(line), tmo(3000));
+    ssize_t n = cr_test_client_request(cl, req, line, sizeof(line), cr_test_tmo(3000));
 
     ck_assert_msg(n >= 0, "%s: %s", req, strerror((int)-n));
     ck_assert_str_eq(line, want);
@@ -117,7 +109,7 @@ static void expect_reply(struct cr_test_client *cl, const char *req, const char 
 static void expect_line(struct cr_test_client *cl, const char *want)
 {
     char line[256];
-    ssize_t n = cr_test_client_line(cl, line, sizeof(line), tmo(3000));
+    ssize_t n = cr_test_client_line(cl, line, sizeof(line), cr_test_tmo(3000));
 
     ck_assert_msg(n >= 0, "waiting for \"%s\": %s", want, strerror((int)-n));
     ck_assert_str_eq(line, want);
@@ -250,7 +242,7 @@ START_TEST(serves_concurrent_clients_each_in_its_own_child)
     /* Every connection still open is a live child, each with its own pid. */
     for (int i = 0; i < 6; i++)
         expect_reply(&cl[i], "c2 ECHO again", "c2 OK again");
-    ck_assert(wait_scoreboard(&f, 6, e, tmo(3000)));
+    ck_assert(wait_scoreboard(&f, 6, e, cr_test_tmo(3000)));
     for (unsigned i = 0; i < 6; i++) {
         ck_assert_int_ne(e[i].pid, getpid());
         for (unsigned j = 0; j < i; j++)
@@ -266,7 +258,7 @@ START_TEST(serves_concurrent_clients_each_in_its_own_child)
     }
     /* The driver adds its bytes after it answered: wait until complete. */
     {
-        uint64_t deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+        uint64_t deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
         size_t in = 6 * (strlen("c1 ECHO first\n") + strlen("c2 ECHO again\n"));
         size_t out = 6 * (strlen("c1 OK first\n") + strlen("c2 OK again\n"));
 
@@ -291,7 +283,7 @@ START_TEST(serves_concurrent_clients_each_in_its_own_child)
 
     for (int i = 0; i < 6; i++)
         cr_test_client_close(&cl[i]);
-    ck_assert(wait_processes(&f, 0, tmo(3000)));
+    ck_assert(wait_processes(&f, 0, cr_test_tmo(3000)));
     ck_assert_uint_eq(cr_server_scoreboard(f.s, e, 64), 0);
     st = stats_of(&f);
     ck_assert_uint_eq(st.open_connections, 0);
@@ -318,7 +310,7 @@ START_TEST(echo_service_runs_in_children)
             char got[32] = {0};
 
             snprintf(buf, sizeof(buf), "r%d-c%d;", round, i);
-            ck_assert_int_eq(cr_test_client_read(&cl[i], got, strlen(buf), tmo(3000)), 0);
+            ck_assert_int_eq(cr_test_client_read(&cl[i], got, strlen(buf), cr_test_tmo(3000)), 0);
             ck_assert_str_eq(got, buf);
         }
     }
@@ -356,7 +348,7 @@ START_TEST(cap_holds_connections_in_backlog_until_a_child_exits)
     ck_assert_uint_eq(stats_of(&f).accepted, 3);
     cr_test_client_close(&b);
     cr_test_client_close(&c);
-    ck_assert(wait_processes(&f, 0, tmo(3000)));
+    ck_assert(wait_processes(&f, 0, cr_test_tmo(3000)));
     fx_finish(&f, true);
 }
 END_TEST
@@ -378,7 +370,7 @@ START_TEST(children_are_reaped_no_zombie_left)
         expect_reply(&cl, "z1 ECHO once", "z1 OK once");
         cr_test_client_close(&cl);
     }
-    ck_assert(wait_processes(&f, 0, tmo(3000)));
+    ck_assert(wait_processes(&f, 0, cr_test_tmo(3000)));
     n = count_children(&zombies);
     ck_assert_uint_eq(zombies, 0);
     ck_assert_uint_eq(n, 0);
@@ -419,7 +411,7 @@ START_TEST(child_holds_only_its_connection_and_what_came_before)
     expect_reply(&a, "f1 ECHO one", "f1 OK one");
     open_client(&f, &b);
     expect_reply(&b, "f2 ECHO two", "f2 OK two");
-    ck_assert(wait_scoreboard(&f, 2, e, tmo(3000)));
+    ck_assert(wait_scoreboard(&f, 2, e, cr_test_tmo(3000)));
     for (unsigned i = 0; i < 2; i++) {
         if (e[i].pid > pid)
             pid = e[i].pid; /* the later fork: more to leak */
@@ -466,7 +458,7 @@ START_TEST(graceful_stop_answers_the_request_in_flight)
     open_client(&f, &busy);
     ck_assert_int_eq(cr_test_client_send(&busy, "g1 SLEEP 500\n"), 0);
     {
-        uint64_t deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+        uint64_t deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
 
         while (cr_test_svc_get(&f.t.n->started) < 2 && cr_test_now_ms() < deadline)
             usleep(1000);
@@ -475,8 +467,8 @@ START_TEST(graceful_stop_answers_the_request_in_flight)
     cr_server_stop(f.s, true);
     /* The sleeper is answered, then closed; the idle one just closed. */
     expect_line(&busy, "g1 OK");
-    ck_assert_int_eq(cr_test_client_eof(&busy, tmo(3000)), 0);
-    ck_assert_int_eq(cr_test_client_eof(&idle, tmo(3000)), 0);
+    ck_assert_int_eq(cr_test_client_eof(&busy, cr_test_tmo(3000)), 0);
+    ck_assert_int_eq(cr_test_client_eof(&idle, cr_test_tmo(3000)), 0);
     ck_assert_int_eq(cr_server_wait(f.s), 0);
     ck_assert_uint_eq(stats_of(&f).processes, 0);
     ck_assert_uint_eq(stats_of(&f).crashes, 0);
@@ -499,10 +491,10 @@ START_TEST(immediate_stop_ends_every_child)
         open_client(&f, &cl[i]);
         expect_reply(&cl[i], "n1 ECHO up", "n1 OK up");
     }
-    ck_assert(wait_processes(&f, 3, tmo(3000)));
+    ck_assert(wait_processes(&f, 3, cr_test_tmo(3000)));
     cr_server_stop(f.s, false);
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(cr_test_client_eof(&cl[i], tmo(3000)), 0);
+        ck_assert_int_eq(cr_test_client_eof(&cl[i], cr_test_tmo(3000)), 0);
     ck_assert_int_eq(cr_server_wait(f.s), 0);
     ck_assert_uint_eq(stats_of(&f).processes, 0);
     ck_assert_uint_eq(stats_of(&f).crashes, 0);
@@ -527,13 +519,13 @@ START_TEST(immediate_stop_kills_a_child_stuck_in_its_handler)
     /* The handler sleeps through signals (nanosleep restarted): QUIT only
      * sets the flag, so the master escalates to SIGKILL. */
     ck_assert_int_eq(cr_test_client_send(&cl, "q1 SLEEP 10000\n"), 0);
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (cr_test_svc_get(&f.t.n->started) < 1 && cr_test_now_ms() < deadline)
         usleep(1000);
     ck_assert_uint_eq(cr_test_svc_get(&f.t.n->started), 1);
     cr_server_stop(f.s, false);
     ck_assert_int_eq(cr_server_wait(f.s), 0);
-    ck_assert_int_eq(cr_test_client_eof(&cl, tmo(3000)), 0);
+    ck_assert_int_eq(cr_test_client_eof(&cl, cr_test_tmo(3000)), 0);
     ck_assert_uint_eq(stats_of(&f).processes, 0);
     /* Told to stop: not a crash. */
     ck_assert_uint_eq(stats_of(&f).crashes, 0);
@@ -554,16 +546,16 @@ START_TEST(child_killed_is_counted_as_crash_and_reaped)
     fx_start(&f, false, 4);
     open_client(&f, &victim);
     expect_reply(&victim, "k1 ECHO doomed", "k1 OK doomed");
-    ck_assert(wait_scoreboard(&f, 1, e, tmo(3000)));
+    ck_assert(wait_scoreboard(&f, 1, e, cr_test_tmo(3000)));
     open_client(&f, &other);
     expect_reply(&other, "k2 ECHO fine", "k2 OK fine");
     ck_assert_int_eq(kill(e[0].pid, SIGKILL), 0);
-    ck_assert_int_eq(cr_test_client_eof(&victim, tmo(3000)), 0);
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    ck_assert_int_eq(cr_test_client_eof(&victim, cr_test_tmo(3000)), 0);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (stats_of(&f).crashes == 0 && cr_test_now_ms() < deadline)
         usleep(1000);
     ck_assert_uint_eq(stats_of(&f).crashes, 1);
-    ck_assert(wait_processes(&f, 1, tmo(3000)));
+    ck_assert(wait_processes(&f, 1, cr_test_tmo(3000)));
     /* Only the connection it owned failed. */
     expect_reply(&other, "k3 ECHO alive", "k3 OK alive");
     cr_test_client_close(&victim);
@@ -599,7 +591,7 @@ START_TEST(children_stop_when_the_master_is_killed)
             pause(); /* until SIGKILL */
     }
     close(p[1]);
-    ck_assert_int_eq(cr_test_read_exact(p[0], &port, sizeof(port), tmo(5000)), 0);
+    ck_assert_int_eq(cr_test_read_exact(p[0], &port, sizeof(port), cr_test_tmo(5000)), 0);
     close(p[0]);
     ck_assert_int_eq(cr_test_client_open(&cl, port), 0);
     expect_reply(&cl, "o1 ECHO parent", "o1 OK parent");
@@ -607,8 +599,8 @@ START_TEST(children_stop_when_the_master_is_killed)
     ck_assert_int_eq(waitpid(master, &status, 0), master);
     /* The child got SIGTERM (PR_SET_PDEATHSIG): its idle connection ends
      * and it exits, and is reaped here. */
-    ck_assert_int_eq(cr_test_client_eof(&cl, tmo(3000)), 0);
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    ck_assert_int_eq(cr_test_client_eof(&cl, cr_test_tmo(3000)), 0);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (reaped == 0 && cr_test_now_ms() < deadline) {
         pid = waitpid(-1, &status, WNOHANG);
         if (pid > 0) {
@@ -708,7 +700,7 @@ START_TEST(process_hooks_run_in_each_child_and_stats_read_there)
     ck_assert_int_gt(__atomic_load_n(&hooks->pid_seen, __ATOMIC_RELAXED), 0);
     for (int i = 0; i < 3; i++)
         cr_test_client_close(&cl[i]);
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (__atomic_load_n(&hooks->exits, __ATOMIC_RELAXED) < 3 && cr_test_now_ms() < deadline)
         usleep(1000);
     ck_assert_uint_eq(__atomic_load_n(&hooks->exits, __ATOMIC_RELAXED), 3);

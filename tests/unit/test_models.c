@@ -64,14 +64,6 @@ struct fixture {
 };
 
 /* ms scaled for slow (sanitizer) builds: for waits that expect an event. */
-static int tmo(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    int k = m != NULL ? atoi(m) : 1;
-
-    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
-}
-
 /* A blocking handler leaves other connections served. Not under reactor,
  * nor under a proactor whose connection may share the blocked thread: one
  * dispatcher (single), or the ring its connection was accepted on. */
@@ -176,7 +168,7 @@ static void open_client(struct fixture *f, struct cr_test_client *cl)
 static void expect_reply(struct cr_test_client *cl, const char *req, const char *want)
 {
     char line[256];
-    ssize_t n = cr_test_client_request(cl, req, line, sizeof(line), tmo(3000));
+    ssize_t n = cr_test_client_request(cl, req, line, sizeof(line), cr_test_tmo(3000));
 
     ck_assert_msg(n >= 0, "%s: %s", req, strerror((int)-n));
     ck_assert_str_eq(line, want);
@@ -185,7 +177,7 @@ static void expect_reply(struct cr_test_client *cl, const char *req, const char 
 static void expect_line(struct cr_test_client *cl, const char *want)
 {
     char line[256];
-    ssize_t n = cr_test_client_line(cl, line, sizeof(line), tmo(3000));
+    ssize_t n = cr_test_client_line(cl, line, sizeof(line), cr_test_tmo(3000));
 
     ck_assert_msg(n >= 0, "waiting for \"%s\": %s", want, strerror((int)-n));
     ck_assert_str_eq(line, want);
@@ -198,14 +190,14 @@ static void expect_body(struct cr_test_client *cl, size_t n, char ch)
 
     while (n > 0) {
         size_t take = n < sizeof(buf) ? n : sizeof(buf);
-        int err = cr_test_client_read(cl, buf, take, tmo(3000));
+        int err = cr_test_client_read(cl, buf, take, cr_test_tmo(3000));
 
         ck_assert_msg(err == 0, "body: %s", strerror(-err));
         for (size_t i = 0; i < take; i++)
             ck_assert_int_eq(buf[i], ch);
         n -= take;
     }
-    ck_assert_int_eq(cr_test_client_read(cl, buf, 1, tmo(3000)), 0);
+    ck_assert_int_eq(cr_test_client_read(cl, buf, 1, cr_test_tmo(3000)), 0);
     ck_assert_int_eq(buf[0], '\n');
 }
 
@@ -271,7 +263,7 @@ static void *run_echo_client(void *arg)
                  "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"
                  "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz");
         snprintf(want, sizeof(want), "c%d-%d OK %s", job->idx, j, strstr(req, "ECHO ") + 5);
-        n = cr_test_client_request(&cl, req, got, sizeof(got), tmo(5000));
+        n = cr_test_client_request(&cl, req, got, sizeof(got), cr_test_tmo(5000));
         if (n < 0 || strcmp(got, want) != 0) {
             job->failures++;
             snprintf(job->error, sizeof(job->error), "client %d request %d: %s", job->idx, j,
@@ -363,7 +355,7 @@ START_TEST(answers_half_closed_client_then_closes)
     expect_body(&cl, 5000, 'y');
     expect_line(&cl, "h4 OK z");
     /* "h5 ECHO " never ended: nothing for it, and the server closes. */
-    expect_eof(&cl, tmo(3000));
+    expect_eof(&cl, cr_test_tmo(3000));
     cr_test_client_close(&cl);
     fx_finish(&f);
 }
@@ -393,7 +385,7 @@ START_TEST(survives_clients_vanishing_mid_request)
     /* Gone while a big answer is queued: its segments must be released. */
     open_client(&f, &c);
     expect_reply(&c, "v3 BIG 8000000", "v3 OK 8000000");
-    ck_assert_int_eq(cr_test_client_read(&c, NULL, 1000, tmo(3000)), 0);
+    ck_assert_int_eq(cr_test_client_read(&c, NULL, 1000, cr_test_tmo(3000)), 0);
     ck_assert_int_eq(setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)), 0);
     cr_test_client_close(&c);
     /* The server is unaffected. */
@@ -402,7 +394,7 @@ START_TEST(survives_clients_vanishing_mid_request)
         expect_reply(&d, "v4 ECHO fine", "v4 OK fine");
     cr_test_client_close(&d);
     /* Every connection is closed by the server in its own time. */
-    ck_assert(wait_counter(&f.t.n->closed, 4, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->closed, 4, cr_test_tmo(3000)));
     fx_finish(&f);
 }
 END_TEST
@@ -419,7 +411,7 @@ START_TEST(keeps_serving_while_a_client_reads_slowly)
     open_client(&f, &other);
     expect_reply(&slow, "s1 BIG 16000000", "s1 OK 16000000");
     for (int i = 0; i < 40; i++) {
-        ck_assert_int_eq(cr_test_client_read(&slow, &ch, 1, tmo(3000)), 0);
+        ck_assert_int_eq(cr_test_client_read(&slow, &ch, 1, cr_test_tmo(3000)), 0);
         ck_assert_int_eq(ch, 'x');
         expect_reply(&other, "s2 ECHO busy", "s2 OK busy");
         usleep(3000);
@@ -449,14 +441,14 @@ START_TEST(answers_protocol_errors)
     expect_reply(&cl, "e3 SLEEP soon", "e3 ERR bad argument");
     expect_reply(&cl, "e4 ECHO still here", "e4 OK still here");
     expect_reply(&cl, "e5 CLOSE", "e5 BYE");
-    expect_eof(&cl, tmo(3000));
+    expect_eof(&cl, cr_test_tmo(3000));
     cr_test_client_close(&cl);
 
     open_client(&f, &lng);
     memset(big, 'a', CR_TEST_LINE_MAX + 4096);
     ck_assert_int_eq(cr_test_write_all(lng.fd, big, CR_TEST_LINE_MAX + 4096), 0);
     expect_line(&lng, "- ERR too long");
-    expect_eof(&lng, tmo(3000));
+    expect_eof(&lng, cr_test_tmo(3000));
     cr_test_client_close(&lng);
     free(big);
     fx_finish(&f);
@@ -478,7 +470,7 @@ START_TEST(blocking_handler_does_not_stall_other_clients)
     open_client(&f, &other);
     expect_reply(&other, "b0 ECHO warm", "b0 OK warm");
     ck_assert_int_eq(cr_test_client_send(&sleeper, "b1 SLEEP 800\n"), 0);
-    ck_assert(wait_counter(&f.t.n->started, 2, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->started, 2, cr_test_tmo(3000)));
     t0 = cr_test_now_ms();
     expect_reply(&other, "b2 ECHO meanwhile", "b2 OK meanwhile");
     took = cr_test_now_ms() - t0;
@@ -524,22 +516,22 @@ START_TEST(closes_idle_and_stuck_connections_after_timeouts)
         usleep(40 * 1000);
         expect_reply(&steady, "i4 ECHO alive", "i4 OK alive");
     }
-    expect_eof(&idle, tmo(3000));
-    expect_eof(&partial, tmo(3000));
-    expect_eof(&busy, tmo(3000));
-    expect_eof(&steady, tmo(3000));
+    expect_eof(&idle, cr_test_tmo(3000));
+    expect_eof(&partial, cr_test_tmo(3000));
+    expect_eof(&busy, cr_test_tmo(3000));
+    expect_eof(&steady, cr_test_tmo(3000));
     /* Closed when the timeout is up, not before. */
     open_client(&f, &late);
     expect_reply(&late, "i5 ECHO last", "i5 OK last");
     t0 = cr_test_now_ms();
-    expect_eof(&late, tmo(3000));
+    expect_eof(&late, cr_test_tmo(3000));
     took = cr_test_now_ms() - t0;
     ck_assert_msg(took >= 250, "closed after %llu ms", (unsigned long long)took);
     /* A reader that stops reading is dropped once sending stalls for the
      * send timeout. */
     open_client(&f, &stuck);
     expect_reply(&stuck, "i6 BIG 16000000", "i6 OK 16000000");
-    ck_assert(wait_counter(&f.t.n->closed, 6, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->closed, 6, cr_test_tmo(3000)));
     cr_test_client_close(&idle);
     cr_test_client_close(&partial);
     cr_test_client_close(&busy);
@@ -608,16 +600,16 @@ START_TEST(graceful_stop_finishes_request_in_flight)
     open_client(&f, &idle);
     expect_reply(&idle, "g0 ECHO idle", "g0 OK idle");
     ck_assert_int_eq(cr_test_client_send(&working, "g1 SLEEP 300\n"), 0);
-    ck_assert(wait_counter(&f.t.n->started, 2, tmo(3000)));
+    ck_assert(wait_counter(&f.t.n->started, 2, cr_test_tmo(3000)));
     t0 = cr_test_now_ms();
     cr_server_stop(f.s, true);
     expect_line(&working, "g1 OK");
-    expect_eof(&working, tmo(3000));
-    expect_eof(&idle, tmo(3000));
+    expect_eof(&working, cr_test_tmo(3000));
+    expect_eof(&idle, cr_test_tmo(3000));
     ck_assert_int_eq(cr_server_wait(f.s), 0);
     f.stopped = true;
     /* Well within the grace period: nothing was left to wait for. */
-    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)tmo(3000));
+    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)cr_test_tmo(3000));
     cr_test_client_close(&working);
     cr_test_client_close(&idle);
     fx_finish(&f);
@@ -642,8 +634,8 @@ START_TEST(immediate_stop_closes_everything)
     f.stopped = true;
     cr_server_destroy(f.s);
     f.s = NULL;
-    expect_eof(&cl[0], tmo(3000));
-    expect_eof(&cl[2], tmo(3000));
+    expect_eof(&cl[0], cr_test_tmo(3000));
+    expect_eof(&cl[2], cr_test_tmo(3000));
     for (int i = 0; i < 3; i++)
         cr_test_client_close(&cl[i]);
     ck_assert_uint_eq(cr_test_svc_get(&f.t.n->overlaps), 0);
@@ -672,7 +664,7 @@ static void *run_echo_roundtrip(void *arg)
     char *in = malloc(job->size);
     size_t sent = 0;
     size_t got = 0;
-    uint64_t deadline = cr_test_now_ms() + (uint64_t)tmo(5000);
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(5000);
     unsigned x = job->seed;
 
     if (fd < 0 || out == NULL || in == NULL || cr_test_set_nonblock(fd, true) < 0) {
@@ -762,7 +754,7 @@ static void check_scoreboard(struct fixture *f, uint64_t requests)
 {
     struct cr_scoreboard_entry e[64];
     struct cr_server_stats st;
-    uint64_t deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     uint64_t sum;
     unsigned n;
 
@@ -802,7 +794,7 @@ START_TEST(stats_count_connections_and_bytes)
     }
     /* The driver adds its bytes after it answered, in and then out, and the
      * counters are read one by one: wait until both are complete. */
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     do {
         n = cr_server_stats(f.s, &st, w, 64);
     } while ((st.bytes_in < 3 * strlen("t1 ECHO counted\n") ||
@@ -829,7 +821,7 @@ START_TEST(stats_count_connections_and_bytes)
     ck_assert_str_eq(cr_role_name(CR_ROLE_LEADER), "leader");
     for (int i = 0; i < 3; i++)
         cr_test_client_close(&cl[i]);
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (open_connections(f.s) != 0 && cr_test_now_ms() < deadline)
         usleep(1000);
     ck_assert_uint_eq(open_connections(f.s), 0);
@@ -872,7 +864,7 @@ static void *run_stress_client(void *arg)
             break;
         }
         for (int k = 0; k < STRESS_BATCH; k++) {
-            ssize_t n = cr_test_client_line(&cl, got, sizeof(got), tmo(5000));
+            ssize_t n = cr_test_client_line(&cl, got, sizeof(got), cr_test_tmo(5000));
             size_t body = 0;
 
             if (k == 5)
@@ -884,7 +876,7 @@ static void *run_stress_client(void *arg)
             else
                 snprintf(want, sizeof(want), "%d.%d OK %d", r, k, job->idx);
             if (n < 0 || strcmp(got, want) != 0 ||
-                (body > 0 && cr_test_client_read(&cl, NULL, body + 1, tmo(5000)) < 0)) {
+                (body > 0 && cr_test_client_read(&cl, NULL, body + 1, cr_test_tmo(5000)) < 0)) {
                 job->failures++;
                 snprintf(job->error, sizeof(job->error), "client %d: want \"%s\", got \"%s\"",
                          job->idx, want, n < 0 ? strerror((int)-n) : got);
@@ -965,13 +957,13 @@ START_TEST(run_turns_signals_into_callbacks_and_stop)
     job.s = f.s;
     ck_assert_int_eq(pthread_create(&th, NULL, run_server, &job), 0);
     /* Served means started, and run blocks the signals before it starts. */
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (cr_test_client_open(&cl, f.port) < 0 && cr_test_now_ms() < deadline)
         usleep(1000);
     expect_reply(&cl, "r1 ECHO up", "r1 OK up");
     /* Thread-directed, so only run's sigtimedwait can take them. */
     ck_assert_int_eq(pthread_kill(th, SIGHUP), 0);
-    deadline = cr_test_now_ms() + (uint64_t)tmo(3000);
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (__atomic_load_n(&job.hups, __ATOMIC_RELAXED) == 0 && cr_test_now_ms() < deadline)
         usleep(1000);
     ck_assert_int_eq(__atomic_load_n(&job.hups, __ATOMIC_RELAXED), 1);
@@ -981,7 +973,8 @@ START_TEST(run_turns_signals_into_callbacks_and_stop)
          * close an idle keep-alive connection as it goes, as Apache's
          * graceful restart does, so cl is answered or closed. */
         char line[64];
-        ssize_t n = cr_test_client_request(&cl, "r2 ECHO old", line, sizeof(line), tmo(3000));
+        ssize_t n =
+            cr_test_client_request(&cl, "r2 ECHO old", line, sizeof(line), cr_test_tmo(3000));
 
         ck_assert_msg((n >= 0 && strcmp(line, "r2 OK old") == 0) || n == -EPIPE || n == -ECONNRESET,
                       "old connection after a restart: %s", n >= 0 ? line : strerror((int)-n));
@@ -994,9 +987,9 @@ START_TEST(run_turns_signals_into_callbacks_and_stop)
     }
     ck_assert_int_eq(pthread_kill(th, SIGTERM), 0);
     if (cl.fd >= 0)
-        expect_eof(&cl, tmo(3000));
+        expect_eof(&cl, cr_test_tmo(3000));
     if (fresh.fd >= 0)
-        expect_eof(&fresh, tmo(3000));
+        expect_eof(&fresh, cr_test_tmo(3000));
     pthread_join(th, NULL);
     ck_assert_int_eq(job.rc, 0);
     f.stopped = true;

@@ -40,14 +40,6 @@
 #define MAX_ENTRIES 128
 
 /* ms scaled for slow (sanitizer) builds, for waits that expect an event. */
-static int tmo(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    int k = m != NULL ? atoi(m) : 1;
-
-    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
-}
-
 /* ------------------------------------------------------------ the service */
 
 /* "<anything>\n" -> "<pid>\n"; "sleep <ms>\n" sleeps first (signals or not); "close\n" then
@@ -199,7 +191,7 @@ static void *load_main(void *arg)
     struct load *l = arg;
 
     while (!__atomic_load_n(&l->stop, __ATOMIC_RELAXED)) {
-        int r = request_once(l->port, "hello\n", tmo(5000));
+        int r = request_once(l->port, "hello\n", cr_test_tmo(5000));
 
         if (r > 0) {
             __atomic_fetch_add(&l->ok, 1, __ATOMIC_RELAXED);
@@ -333,7 +325,7 @@ static void fx_stop(struct fixture *f, bool graceful, unsigned killed)
 
     cr_server_stop(f->s, graceful);
     ck_assert_int_eq(cr_server_wait(f->s), 0);
-    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)tmo(10000));
+    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)cr_test_tmo(10000));
     (void)cr_server_stats(f->s, &st, NULL, 0);
     ck_assert_uint_eq(st.processes, 0);
     ck_assert_uint_eq(cr_server_scoreboard(f->s, NULL, 0), 0);
@@ -463,7 +455,7 @@ START_TEST(serves_clients_with_each_lock)
     unsigned n;
 
     fx_start(&f, cfg);
-    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
     load_start(&l, f.port, 3);
     usleep(300000);
     load_stop(&l);
@@ -474,7 +466,7 @@ START_TEST(serves_clients_with_each_lock)
 
         ck_assert_int_ge(fd, 0);
         for (int r = 0; r < 10; r++)
-            ck_assert_int_gt(ask(fd, "again\n", tmo(5000)), 0);
+            ck_assert_int_gt(ask(fd, "again\n", cr_test_tmo(5000)), 0);
         hangup(fd);
     }
 
@@ -521,7 +513,7 @@ START_TEST(replaces_killed_worker)
     int victim;
 
     fx_start(&f, cfg);
-    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
     load_start(&l, f.port, 2);
     usleep(200000);
     n = scoreboard(&f, e);
@@ -530,7 +522,7 @@ START_TEST(replaces_killed_worker)
     ck_assert_int_gt(victim, 0);
     t0 = cr_test_now_ms();
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
-    while (!replaced && cr_test_now_ms() - t0 < (uint64_t)tmo(3000)) {
+    while (!replaced && cr_test_now_ms() - t0 < (uint64_t)cr_test_tmo(3000)) {
         unsigned k = scoreboard(&f, e2);
 
         replaced = !has_pid(e2, k, victim);
@@ -542,7 +534,7 @@ START_TEST(replaces_killed_worker)
     }
     ck_assert_msg(replaced, "worker %d not replaced", victim);
     /* The issue asks for 1 s; unsanitized it is a few ms. */
-    if (tmo(1) == 1)
+    if (cr_test_tmo(1) == 1)
         ck_assert_uint_lt(cr_test_now_ms() - t0, 1000);
     usleep(300000);
     load_stop(&l);
@@ -565,15 +557,15 @@ START_TEST(killed_worker_leaves_no_open_connection)
     int fd;
 
     fx_start(&f, cfg);
-    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
     fd = cr_test_connect(f.port);
     ck_assert_int_ge(fd, 0);
-    victim = ask(fd, "hold\n", tmo(5000));
+    victim = ask(fd, "hold\n", cr_test_tmo(5000));
     ck_assert_int_gt(victim, 0);
     (void)cr_server_stats(f.s, &st, NULL, 0);
     ck_assert_uint_eq(st.open_connections, 1);
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
-    ck_assert_uint_eq(wait_crashes(&f, 1, tmo(5000)), 1);
+    ck_assert_uint_eq(wait_crashes(&f, 1, cr_test_tmo(5000)), 1);
     (void)cr_server_stats(f.s, &st, NULL, 0);
     ck_assert_uint_eq(st.open_connections, 0);
     hangup(fd);
@@ -593,7 +585,7 @@ START_TEST(recovers_lock_from_killed_leader)
     unsigned n;
 
     fx_start(&f, cfg);
-    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
     n = scoreboard(&f, e);
     for (unsigned i = 0; i < n && victim == 0; i++) {
         if (e[i].state == CR_WORKER_LISTENING)
@@ -602,13 +594,13 @@ START_TEST(recovers_lock_from_killed_leader)
     ck_assert_int_gt(victim, 0);
     ck_assert_int_eq(kill(victim, SIGKILL), 0);
     for (int i = 0; i < 30; i++)
-        ck_assert_int_gt(request_once(f.port, "after\n", tmo(5000)), 0);
+        ck_assert_int_gt(request_once(f.port, "after\n", cr_test_tmo(5000)), 0);
     /* The kernel releases the victim's robust mutex early in its exit, and reports the exit
      * (the pidfd the manager reaps it by) only once its memory is torn down, which under ASan
      * takes a while: the others can serve all 30 before the crash is counted. */
-    ck_assert_uint_eq(wait_crashes(&f, 1, tmo(5000)), 1);
+    ck_assert_uint_eq(wait_crashes(&f, 1, cr_test_tmo(5000)), 1);
     /* Reaped, so its slot is gone: this leader is another worker. */
-    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
     (void)cr_server_stats(f.s, &st, NULL, 0);
     ck_assert_uint_eq(st.crashes, 1);
     fx_stop(&f, true, 1);
@@ -649,7 +641,7 @@ START_TEST(graceful_restart_loses_nothing)
     struct load l;
 
     fx_start(&f, cfg);
-    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
     load_start(&l, f.port, 3);
     for (int i = 0; i < 10; i++) {
         usleep(200000);
@@ -664,7 +656,7 @@ START_TEST(graceful_restart_loses_nothing)
     ck_assert_uint_eq(st.restarts, 10);
     ck_assert_uint_eq(st.generation, 11);
     ck_assert_uint_eq(st.crashes, 0);
-    ck_assert(only_generation(&f, 11, tmo(5000)));
+    ck_assert(only_generation(&f, 11, cr_test_tmo(5000)));
     fx_stop(&f, true, 0);
 }
 END_TEST
@@ -724,7 +716,7 @@ static pid_t start_server_process(struct hup_shared **out)
     ck_assert_int_ge(child, 0);
     if (child == 0)
         _exit(run_server(h));
-    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    end = cr_test_now_ms() + (uint64_t)cr_test_tmo(5000);
     while (__atomic_load_n(&h->port, __ATOMIC_ACQUIRE) == 0 && cr_test_now_ms() < end)
         usleep(5000);
     ck_assert_uint_ne(h->port, 0);
@@ -747,7 +739,7 @@ START_TEST(sighup_restarts_through_server_run)
 
     child = start_server_process(&h);
     for (int i = 0; i < 20; i++) {
-        int pid = request_once(h->port, "before\n", tmo(5000));
+        int pid = request_once(h->port, "before\n", cr_test_tmo(5000));
 
         ck_assert_int_gt(pid, 0);
         if (nbefore < 64)
@@ -759,20 +751,20 @@ START_TEST(sighup_restarts_through_server_run)
     ck_assert_int_ge(nbefore, 2);
     ck_assert_int_eq(kill(child, SIGHUP), 0);
     /* on_hup runs just before the restart is asked for. */
-    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    end = cr_test_now_ms() + (uint64_t)cr_test_tmo(5000);
     while (__atomic_load_n(&h->hups, __ATOMIC_RELAXED) == 0 && cr_test_now_ms() < end)
         usleep(5000);
     ck_assert_int_eq(__atomic_load_n(&h->hups, __ATOMIC_RELAXED), 1);
     /* Until the old workers have left (the restart told them to) and a request is served by a
      * worker not seen before; every request on the way is served. */
-    end = cr_test_now_ms() + (uint64_t)tmo(5000);
+    end = cr_test_now_ms() + (uint64_t)cr_test_tmo(5000);
     while (!fresh && cr_test_now_ms() < end) {
         bool old_gone = true;
         int pid;
 
         for (int i = 0; i < nbefore; i++)
             old_gone = old_gone && is_gone(before[i]);
-        pid = request_once(h->port, "after\n", tmo(5000));
+        pid = request_once(h->port, "after\n", cr_test_tmo(5000));
         ck_assert_int_gt(pid, 0);
         fresh = old_gone;
         for (int i = 0; i < nbefore; i++)
@@ -783,7 +775,7 @@ START_TEST(sighup_restarts_through_server_run)
     ck_assert(fresh);
     ck_assert_int_eq(__atomic_load_n(&h->hups, __ATOMIC_RELAXED), 1);
     ck_assert_int_eq(kill(child, SIGTERM), 0);
-    ck_assert_int_eq(cr_test_wait_exit(child, tmo(10000), &status), 0);
+    ck_assert_int_eq(cr_test_wait_exit(child, cr_test_tmo(10000), &status), 0);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     /* Its workers are gone too (no orphan). */
     for (int i = 0; i < nbefore; i++)
@@ -807,7 +799,7 @@ START_TEST(workers_leave_when_master_dies)
 
     child = start_server_process(&h);
     for (int i = 0; i < 20; i++) {
-        int pid = request_once(h->port, "who\n", tmo(5000));
+        int pid = request_once(h->port, "who\n", cr_test_tmo(5000));
         bool seen = false;
 
         ck_assert_int_gt(pid, 0);
@@ -818,8 +810,8 @@ START_TEST(workers_leave_when_master_dies)
     }
     ck_assert_int_ge(npids, 1);
     ck_assert_int_eq(kill(child, SIGKILL), 0);
-    ck_assert_int_eq(cr_test_wait_exit(child, tmo(5000), &status), 0);
-    end = cr_test_now_ms() + (uint64_t)tmo(3000);
+    ck_assert_int_eq(cr_test_wait_exit(child, cr_test_tmo(5000), &status), 0);
+    end = cr_test_now_ms() + (uint64_t)cr_test_tmo(3000);
     while (!all_gone && cr_test_now_ms() < end) {
         all_gone = true;
         for (int i = 0; i < npids; i++)
@@ -861,7 +853,7 @@ START_TEST(spares_follow_load)
     fx_start(&f, cfg);
     /* min_spare 2 over workers 1: a second worker within a tick or two. */
     t0 = cr_test_now_ms();
-    while (processes(&f) < 2 && cr_test_now_ms() - t0 < (uint64_t)tmo(5000))
+    while (processes(&f) < 2 && cr_test_now_ms() - t0 < (uint64_t)cr_test_tmo(5000))
         usleep(20000);
     ck_assert_uint_ge(processes(&f), 2);
 
@@ -874,7 +866,7 @@ START_TEST(spares_follow_load)
         ck_assert_int_eq(cr_test_write_all(held[i], "hold\n", 5), 0);
     }
     t0 = cr_test_now_ms();
-    while (cr_test_now_ms() - t0 < (uint64_t)tmo(10000)) {
+    while (cr_test_now_ms() - t0 < (uint64_t)cr_test_tmo(10000)) {
         unsigned p = processes(&f);
 
         peak = p > peak ? p : peak;
@@ -887,13 +879,13 @@ START_TEST(spares_follow_load)
     for (int i = 0; i < 6; i++) {
         char buf[64];
 
-        ck_assert_int_gt(read_line(held[i], buf, sizeof(buf), tmo(5000)), 0);
+        ck_assert_int_gt(read_line(held[i], buf, sizeof(buf), cr_test_tmo(5000)), 0);
     }
     for (int i = 0; i < 6; i++)
         hangup(held[i]);
     /* Idle 8 > max_spare 3: one retired per tick down to 3. */
     t0 = cr_test_now_ms();
-    while (processes(&f) > 3 && cr_test_now_ms() - t0 < (uint64_t)tmo(15000))
+    while (processes(&f) > 3 && cr_test_now_ms() - t0 < (uint64_t)cr_test_tmo(15000))
         usleep(50000);
     ck_assert_uint_le(processes(&f), 3);
     ck_assert_uint_ge(processes(&f), 2);
@@ -919,7 +911,7 @@ START_TEST(max_requests_retires_workers)
 
     fx_start(&f, cfg);
     for (int i = 0; i < 40; i++) {
-        pids[i] = request_once(f.port, "count\n", tmo(5000));
+        pids[i] = request_once(f.port, "count\n", cr_test_tmo(5000));
         ck_assert_int_gt(pids[i], 0);
     }
     for (int i = 0; i < 40; i++) {
@@ -962,13 +954,13 @@ START_TEST(reports_busy_worker_and_stops_immediately)
     fd = cr_test_connect(f.port);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(cr_test_write_all(fd, "sleep 2500\n", 11), 0);
-    ck_assert(wait_state(&f, CR_WORKER_BUSY, 1, tmo(5000)));
+    ck_assert(wait_state(&f, CR_WORKER_BUSY, 1, cr_test_tmo(5000)));
     n = scoreboard(&f, e);
     for (unsigned i = 0; i < n; i++)
         busy = busy || (e[i].state == CR_WORKER_BUSY && e[i].busy_threads == 1);
     ck_assert(busy);
     /* A tick (1 s) after 100 ms busy. */
-    usleep((useconds_t)tmo(1500) * 1000);
+    usleep((useconds_t)cr_test_tmo(1500) * 1000);
     fx_stop(&f, false, 0);
     hangup(fd);
     cr_log_set_fd(-1);
@@ -1014,15 +1006,15 @@ START_TEST(restarts_never_wait_for_a_slot)
     fx_start(&f, cfg);
     t0 = cr_test_now_ms();
     for (int i = 0; i < 10; i++) {
-        ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, tmo(5000)));
+        ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
         fds[i] = cr_test_connect(f.port);
         ck_assert_int_ge(fds[i], 0);
         ck_assert_int_eq(cr_test_write_all(fds[i], "sleep 5000\n", 11), 0);
-        ck_assert(wait_state(&f, CR_WORKER_BUSY, 1, tmo(5000)));
+        ck_assert(wait_state(&f, CR_WORKER_BUSY, 1, cr_test_tmo(5000)));
         ck_assert_int_eq(cr_server_restart(f.s), 0);
         /* The manager acts on it asynchronously: wait, so that each
          * restart is one generation with its own busy worker. */
-        ck_assert(wait_generation(&f, (unsigned)i + 2, tmo(5000)));
+        ck_assert(wait_generation(&f, (unsigned)i + 2, cr_test_tmo(5000)));
         peak = processes(&f) > peak ? processes(&f) : peak;
         ck_assert_uint_le(cr_server_scoreboard(f.s, NULL, 0), 8);
     }
@@ -1033,11 +1025,11 @@ START_TEST(restarts_never_wait_for_a_slot)
     for (int i = 0; i < 10; i++) {
         char buf[64];
 
-        ck_assert_int_gt(read_line(fds[i], buf, sizeof(buf), tmo(15000)), 0);
+        ck_assert_int_gt(read_line(fds[i], buf, sizeof(buf), cr_test_tmo(15000)), 0);
         hangup(fds[i]);
     }
-    ck_assert(only_generation(&f, 11, tmo(5000)));
-    ck_assert_int_gt(request_once(f.port, "last\n", tmo(5000)), 0);
+    ck_assert(only_generation(&f, 11, cr_test_tmo(5000)));
+    ck_assert_int_gt(request_once(f.port, "last\n", cr_test_tmo(5000)), 0);
     (void)cr_server_stats(f.s, &st, NULL, 0);
     ck_assert_uint_eq(st.crashes, 0);
     fx_stop(&f, true, 0);

@@ -27,14 +27,6 @@
 #define THREADS      4
 
 /* ms scaled for slow (sanitizer) builds: for waits that expect an event. */
-static int tmo(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    int k = m != NULL ? atoi(m) : 1;
-
-    return ms * (k > 1 ? (k < 10 ? k : 10) : 1);
-}
-
 /* Listening TCP sockets on 127.0.0.1:port, from /proc/net/tcp (every
  * SO_REUSEPORT copy is a line of its own); -1 when it cannot be read. */
 static int count_listening(uint16_t port)
@@ -126,7 +118,7 @@ static void serve_clients(uint16_t port, int n)
 
         snprintf(req, sizeof(req), "c%d ECHO %d", i, i);
         snprintf(want, sizeof(want), "c%d OK %d", i, i);
-        len = cr_test_client_request(&cl[i], req, got, sizeof(got), tmo(3000));
+        len = cr_test_client_request(&cl[i], req, got, sizeof(got), cr_test_tmo(3000));
         ck_assert_msg(len >= 0, "client %d: %s", i, strerror((int)-len));
         ck_assert_str_eq(got, want);
     }
