@@ -37,7 +37,7 @@ struct cr_session_config {
 };
 
 struct cr_session_stats {
-    unsigned live;     /* sessions held now */
+    unsigned live;     /* sessions held now (and creates in progress) */
     unsigned acquired; /* of those, checked out now */
     uint64_t created;
     uint64_t removed; /* by cr_session_remove */
@@ -55,7 +55,8 @@ void cr_session_mgr_destroy(struct cr_session_mgr *m);
 
 /*
  * Stores ctx (takes it) under a new id, returned in *id, checked in. 0,
- * -EAGAIN at max_sessions (ctx stays the caller's), -ENOMEM. Thread-safe.
+ * -EAGAIN at max_sessions (ctx stays the caller's), -ENOMEM, or the error of
+ * getrandom(2) (ctx stays the caller's on every error). Thread-safe.
  */
 CR_MUST_CHECK int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_t *id);
 
@@ -68,12 +69,13 @@ CR_MUST_CHECK int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_
 CR_MUST_CHECK int cr_session_acquire(struct cr_session_mgr *m, uint64_t id, void **ctx);
 
 /* Checks session id back in (acquired by the caller); its idle clock starts
- * again from now. Thread-safe. */
+ * again from now. An id not checked out is ignored. Thread-safe. */
 void cr_session_release(struct cr_session_mgr *m, uint64_t id);
 
 /*
  * Ends session id, checked out by the caller, and returns its context in
- * *ctx (returns owned; the manager does not free it). 0 or -ENOENT.
+ * *ctx (returns owned; the manager does not free it). 0 or -ENOENT. A
+ * session not checked out is removed too (nobody is using its context).
  * Thread-safe.
  */
 CR_MUST_CHECK int cr_session_remove(struct cr_session_mgr *m, uint64_t id, void **ctx);

@@ -163,6 +163,32 @@ START_TEST(acquire_of_an_unknown_id_fails_with_enoent)
 }
 END_TEST
 
+START_TEST(release_of_an_id_not_held_and_remove_of_one_checked_in)
+{
+    struct cr_session_mgr *m = new_mgr(0, 0, 2, NULL);
+    int ctx = 0;
+    void *got = NULL;
+    uint64_t id;
+
+    ck_assert_int_eq(cr_session_create(m, &ctx, &id), 0);
+    /* Ignored: unknown, then known but checked in. */
+    cr_session_release(m, id ^ 1);
+    cr_session_release(m, id);
+    ck_assert_uint_eq(stats_of(m).acquired, 0);
+    ck_assert_int_eq(cr_session_acquire(m, id, &got), 0);
+    ck_assert_uint_eq(stats_of(m).acquired, 1);
+    cr_session_release(m, id);
+    /* Nobody holds it, so removing it without a checkout is safe. */
+    got = NULL;
+    ck_assert_int_eq(cr_session_remove(m, id, &got), 0);
+    ck_assert_ptr_eq(got, &ctx);
+    ck_assert_uint_eq(stats_of(m).live, 0);
+    ck_assert_uint_eq(stats_of(m).acquired, 0);
+    ck_assert_int_eq(cr_session_acquire(m, id, &got), -ENOENT);
+    cr_session_mgr_destroy(m);
+}
+END_TEST
+
 START_TEST(second_acquire_is_busy_while_checked_out_and_counted)
 {
     struct cr_session_mgr *m = new_mgr(0, 0, 0, NULL);
@@ -901,6 +927,7 @@ Suite *session_suite(void)
     tcase_add_test(tc, create_rejects_bad_config_and_takes_zero_as_defaults);
     tcase_add_test(tc, round_trip_keeps_the_context_across_checkouts);
     tcase_add_test(tc, acquire_of_an_unknown_id_fails_with_enoent);
+    tcase_add_test(tc, release_of_an_id_not_held_and_remove_of_one_checked_in);
     tcase_add_test(tc, second_acquire_is_busy_while_checked_out_and_counted);
     tcase_add_test(tc, max_sessions_refuses_with_eagain_and_leaves_ctx_to_the_caller);
     tcase_add_test(tc, expire_collects_an_idle_session_once_after_the_timeout);
