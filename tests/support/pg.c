@@ -8,6 +8,7 @@
 #include "support.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -36,22 +37,6 @@ struct run_as {
     uid_t uid;
     gid_t gid;
 };
-
-/* Waits that expect an event scale with the sanitizer build running us. */
-static int scaled_ms(int ms)
-{
-    const char *m = getenv("CK_TIMEOUT_MULTIPLIER");
-    const char *b = getenv("CR_BUILD_DIR");
-    size_t n = b != NULL ? strlen(b) : 0;
-
-    if (m != NULL && atoi(m) > 1)
-        return ms * atoi(m);
-    if (n >= 5 && strcmp(b + n - 5, "/tsan") == 0)
-        return ms * 5;
-    if (n >= 5 && strcmp(b + n - 5, "/asan") == 0)
-        return ms * 2;
-    return ms;
-}
 
 /* The bin directory of the highest installed major version, into bin. */
 static int find_bin_dir(char *bin, size_t cap)
@@ -237,8 +222,21 @@ static int start_server(struct cr_test_pg *pg, const struct run_as *as, const ch
     char exe[300];
     char data[300];
     char portstr[16];
-    char *argv[] = {exe, "-D", data, "-k", pg->dir, "-h", "127.0.0.1", "-p", portstr, NULL};
-    uint64_t deadline = cr_test_now_ms() + (uint64_t)scaled_ms(30000);
+    /* A deadlock is looked for after deadlock_timeout of waiting (1 s by
+     * default): tests that provoke deadlocks would mostly wait for that. */
+    char *argv[] = {exe,
+                    "-D",
+                    data,
+                    "-k",
+                    pg->dir,
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    portstr,
+                    "-c",
+                    "deadlock_timeout=20ms",
+                    NULL};
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(30000);
     int err;
 
     snprintf(exe, sizeof(exe), "%s/postgres", bin);
@@ -305,7 +303,7 @@ int cr_test_pg_start(struct cr_test_pg *pg)
     err = spawn(pg, &as, initdb_argv, &pg->pid);
     if (err < 0)
         goto out_remove;
-    err = cr_test_wait_exit(pg->pid, scaled_ms(60000), &st);
+    err = cr_test_wait_exit(pg->pid, cr_test_tmo(60000), &st);
     pg->pid = 0;
     if (err == 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         err = -EIO;
@@ -336,16 +334,92 @@ out_remove:
     return err;
 }
 
+/* The state letter and the parent of pid from /proc; false if it is gone. */
+static bool read_stat(pid_t pid, char *state, pid_t *ppid)
+{
+    char path[64];
+    char buf[512];
+    const char *p;
+    int fd;
+    ssize_t n;
+    int pp;
+
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    /* The command name in parentheses may hold anything, ")" too. */
+    p = strrchr(buf, ')');
+    if (p == NULL || sscanf(p + 1, " %c %d", state, &pp) != 2)
+        return false;
+    *ppid = pp;
+    return true;
+}
+
+/* Up to cap pids whose parent is ppid. */
+static size_t list_children(pid_t ppid, pid_t *out, size_t cap)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    size_t n = 0;
+
+    if (d == NULL)
+        return 0;
+    while ((e = readdir(d)) != NULL && n < cap) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        pid_t pp;
+        char state;
+
+        if (pid > 0 && read_stat(pid, &state, &pp) && pp == ppid)
+            out[n++] = pid;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Whether pid has ended (a zombie holds no socket, lock or file). */
+static bool is_gone(pid_t pid)
+{
+    pid_t pp;
+    char state;
+
+    return !read_stat(pid, &state, &pp) || state == 'Z' || state == 'X';
+}
+
 int cr_test_pg_kill(struct cr_test_pg *pg)
 {
+    pid_t kids[128];
     pid_t pid = pg->pid;
+    size_t n;
+    uint64_t deadline;
 
     if (pid <= 0)
         return -ESRCH;
-    pg->pid = 0;
-    if (kill(pid, SIGKILL) < 0)
+    /* Stopped, the postmaster starts no process while we list its own. */
+    if (kill(pid, SIGSTOP) < 0)
         return -errno;
-    return waitpid(pid, NULL, 0) == pid ? 0 : -errno;
+    n = list_children(pid, kids, sizeof(kids) / sizeof(kids[0]));
+    for (size_t i = 0; i < n; i++)
+        kill(kids[i], SIGKILL);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    pg->pid = 0;
+    /* Its back ends are no children of ours: wait for them to be gone, or
+     * one could still commit what a test sends after the "crash". */
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(10000);
+    for (size_t i = 0; i < n; i++) {
+        while (!is_gone(kids[i])) {
+            if (cr_test_now_ms() >= deadline)
+                return -ETIMEDOUT;
+            usleep(2000);
+        }
+    }
+    return 0;
 }
 
 void cr_test_pg_stop(struct cr_test_pg *pg)
@@ -356,7 +430,7 @@ void cr_test_pg_stop(struct cr_test_pg *pg)
         /* SIGINT is the fast shutdown: it rolls back open transactions
          * instead of waiting for their clients. */
         kill(pg->pid, SIGINT);
-        if (cr_test_wait_exit(pg->pid, scaled_ms(10000), &st) == -ETIMEDOUT)
+        if (cr_test_wait_exit(pg->pid, cr_test_tmo(10000), &st) == -ETIMEDOUT)
             fprintf(stderr, "cr_test_pg_stop: postgres %d killed after 10 s\n", (int)pg->pid);
         pg->pid = 0;
     }

@@ -6,7 +6,8 @@
  *
  * The binaries come from /usr/lib/postgresql/<highest version>/bin. As
  * root (postgres refuses to run as root) the directory is given to the
- * 'postgres' user and initdb and postgres run as that user. The server
+ * 'postgres' user and initdb and postgres run as that user. It runs with
+ * deadlock_timeout=20ms, so that provoked deadlocks resolve fast. The server
  * dies with the thread that started it (PR_SET_PDEATHSIG), so a crashed
  * test leaves nothing running; its output goes to <dir>/log.
  */
@@ -25,7 +26,7 @@ struct cr_test_pg {
 /*
  * Creates a database cluster (user cabrank, trust authentication) and
  * starts its server; returns once it accepts connections (a wait scaled by
- * CK_TIMEOUT_MULTIPLIER, or by a CR_BUILD_DIR ending in /asan or /tsan).
+ * cr_test_tmo).
  * 0; -ENOENT when PostgreSQL is not installed (or, as root, there is no
  * 'postgres' user): the caller skips its test; -ETIMEDOUT or another
  * -errno, with the tail of the server's log on stderr. On failure nothing
@@ -38,8 +39,10 @@ int cr_test_pg_start(struct cr_test_pg *pg);
  * removes the directory. Safe after a failed start, a kill or a stop. */
 void cr_test_pg_stop(struct cr_test_pg *pg);
 
-/* Kills the server at once (SIGKILL to the postmaster; its back ends see
- * it gone and exit) and reaps it; the directory stays. 0 or -errno. */
+/* Kills the server at once, as a crash would: SIGKILL to the postmaster
+ * and every process it started, and returns once they are all gone (so
+ * none commits anything after); the directory stays for cr_test_pg_stop.
+ * 0 or -errno (-ESRCH: not running, -ETIMEDOUT). */
 int cr_test_pg_kill(struct cr_test_pg *pg);
 
 #endif /* CABRANK_TEST_PG_H */
