@@ -225,6 +225,29 @@ static void parse_args(struct options *o, int argc, char **argv)
     o->gw.backends = o->backends;
 }
 
+/* What the gateway did, once at exit (tests read it from --error-log). */
+static void log_totals(struct oltp_gateway *g)
+{
+    static struct oltp_gateway_stats st;
+
+    oltp_gateway_stats(g, &st);
+    CR_LOG(CR_LOG_INFO,
+           "totals: connections %llu, requests %llu, local %llu, forwarded %llu, retried %llu, "
+           "in doubt %llu, unavailable %llu",
+           (unsigned long long)st.accepted, (unsigned long long)st.requests,
+           (unsigned long long)st.local, (unsigned long long)st.forwarded,
+           (unsigned long long)st.retried, (unsigned long long)st.in_doubt,
+           (unsigned long long)st.unavailable);
+    for (unsigned i = 0; i < st.nbackends; i++) {
+        const struct oltp_gateway_backend_stats *b = &st.backends[i];
+
+        CR_LOG(CR_LOG_INFO,
+               "backend %u: %s, forwarded %llu, connection failures %llu, reconnects %llu", i,
+               b->live ? "live" : "down", (unsigned long long)b->forwarded,
+               (unsigned long long)b->failures, (unsigned long long)b->reconnects);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const struct timespec poll_ts = {.tv_sec = 0, .tv_nsec = 200 * 1000000L};
@@ -284,6 +307,7 @@ int main(int argc, char **argv)
         CR_LOG(CR_LOG_ERROR, "stop: %s", strerror(-err));
     else
         rc = 0;
+    log_totals(g);
 out_destroy:
     oltp_gateway_destroy(g);
 out_log:
