@@ -6,13 +6,21 @@
  * and acknowledged units surviving a SIGKILL of the process that applied
  * them. Each test uses a fresh database file in its own directory below a
  * mkdtemp directory that the case's unchecked fixture removes, pass or fail.
+ * The "postgresql" case runs the tests of ledger_db.c's own logic (group
+ * commit, savepoints, reruns) again over ledger_db_pg.c, each in a fresh
+ * database of a throwaway server (tests/support/pg.h) that its unchecked
+ * fixture starts and stops.
  */
 #include "../../apps/oltp/ledger_db.h"
+#include "../support/pg.h"
 #include "../support/support.h"
 
 #include <cabrank/log.h>
 
 #include <check.h>
+#ifdef CR_HAVE_LIBPQ
+#include <libpq-fe.h>
+#endif
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -68,6 +76,68 @@ static void fresh_path(char *path, size_t len)
     snprintf(dir, sizeof(dir), "%s/t_XXXXXX", base_dir);
     ck_assert_ptr_nonnull(mkdtemp(dir));
     snprintf(path, len, "%s/ledger.db", dir);
+}
+
+/* The "postgresql" case's server: pg_err is 0 while it runs; set in the
+ * runner by the case's unchecked fixture, inherited by its tests. */
+static bool pg_mode;
+static int pg_err;
+
+#ifdef CR_HAVE_LIBPQ
+static struct cr_test_pg pg;
+
+static void start_pg(void)
+{
+    pg_mode = true;
+    pg_err = cr_test_pg_start(&pg);
+}
+
+static void stop_pg(void)
+{
+    if (pg_err == 0)
+        cr_test_pg_stop(&pg);
+    pg_mode = false;
+}
+
+/* A new database on the server, named for this test's process. */
+static void fresh_pg_url(char *url, size_t len)
+{
+    char sql[64];
+    char *slash = strrchr(pg.url, '/');
+    PGconn *c = PQconnectdb(pg.url);
+    PGresult *r;
+
+    ck_assert_ptr_nonnull(slash);
+    ck_assert_msg(PQstatus(c) == CONNECTION_OK, "%s", PQerrorMessage(c));
+    snprintf(sql, sizeof(sql), "CREATE DATABASE t_%d", (int)getpid());
+    r = PQexec(c, sql);
+    ck_assert_msg(PQresultStatus(r) == PGRES_COMMAND_OK, "%s", PQerrorMessage(c));
+    PQclear(r);
+    PQfinish(c);
+    snprintf(url, len, "%.*s/t_%d", (int)(slash - pg.url), pg.url, (int)getpid());
+}
+#endif /* CR_HAVE_LIBPQ */
+
+/*
+ * A fresh database: a file, or in the "postgresql" case a new database.
+ * False when the case cannot run (PostgreSQL is not installed): the test
+ * then passes without testing anything, and says so.
+ */
+static bool fresh_url(char *url, size_t len)
+{
+    if (!pg_mode) {
+        fresh_path(url, len);
+        return true;
+    }
+    if (pg_err == -ENOENT) {
+        fprintf(stderr, "ledger_db: PostgreSQL is not installed: test skipped\n");
+        return false;
+    }
+    ck_assert_msg(pg_err == 0, "PostgreSQL did not start: %s", strerror(-pg_err));
+#ifdef CR_HAVE_LIBPQ
+    fresh_pg_url(url, len);
+#endif
+    return true;
 }
 
 static struct ledger_db *open_db(const char *path, bool group_commit)
@@ -221,7 +291,8 @@ START_TEST(each_op_returns_its_status_and_balance)
     unsigned n;
     int64_t bal;
 
-    fresh_path(path, sizeof(path));
+    if (!fresh_url(path, sizeof(path)))
+        return;
     db = open_db(path, _i == 1);
     ck_assert_uint_eq(apply1(db, op_of(OLTP_OP_OPEN, 1, 0, 0), &bal), OLTP_ST_OK);
     ck_assert_int_eq(bal, 0);
@@ -285,7 +356,8 @@ START_TEST(a_failing_op_rolls_back_its_whole_unit)
     struct ledger_op ops[3];
     struct ledger_result res;
 
-    fresh_path(path, sizeof(path));
+    if (!fresh_url(path, sizeof(path)))
+        return;
     db = open_db(path, _i == 1);
     open_accounts(db, 2, 100);
     ops[0] = op_of(OLTP_OP_DEPOSIT, 1, 0, 10);
@@ -343,7 +415,8 @@ START_TEST(a_keyed_op_is_applied_once)
     unsigned calls = 0;
     int64_t bal;
 
-    fresh_path(path, sizeof(path));
+    if (!fresh_url(path, sizeof(path)))
+        return;
     db = open_db(path, _i == 1);
     open_accounts(db, 2, 100);
     key_of(t.key, 1, 1);
@@ -471,7 +544,8 @@ START_TEST(group_commit_shares_commits_between_threads)
     uint64_t accounts;
     uint64_t negative;
 
-    fresh_path(path, sizeof(path));
+    if (!fresh_url(path, sizeof(path)))
+        return;
     db = open_db(path, group);
     open_accounts(db, GC_ACCOUNTS, GC_INITIAL);
     for (uint32_t t = 0; t < GC_THREADS; t++) {
@@ -566,7 +640,8 @@ START_TEST(a_failing_unit_does_not_disturb_its_batch)
     struct ledger_db_stats st;
     size_t n = 0;
 
-    fresh_path(path, sizeof(path));
+    if (!fresh_url(path, sizeof(path)))
+        return;
     db = open_db(path, true);
     for (uint64_t acc = 1; acc <= 2 * MIX_THREADS; acc++)
         ops[n++] = op_of(OLTP_OP_OPEN, acc, 0, 0);
@@ -720,5 +795,16 @@ Suite *ledger_db_suite(void)
     tcase_add_test(tc, a_failing_unit_does_not_disturb_its_batch);
     tcase_add_test(tc, acknowledged_units_survive_a_sigkill);
     suite_add_tcase(s, tc);
+#ifdef CR_HAVE_LIBPQ
+    tc = tcase_create("postgresql");
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_unchecked_fixture(tc, start_pg, stop_pg);
+    tcase_add_loop_test(tc, each_op_returns_its_status_and_balance, 0, 2);
+    tcase_add_loop_test(tc, a_failing_op_rolls_back_its_whole_unit, 0, 2);
+    tcase_add_loop_test(tc, a_keyed_op_is_applied_once, 0, 2);
+    tcase_add_loop_test(tc, group_commit_shares_commits_between_threads, 0, 2);
+    tcase_add_test(tc, a_failing_unit_does_not_disturb_its_batch);
+    suite_add_tcase(s, tc);
+#endif
     return s;
 }
