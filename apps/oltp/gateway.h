@@ -36,6 +36,7 @@ struct oltp_gateway_config {
     const char *const *backends; /* borrowed: "127.0.0.1:7100"... (numeric) */
     unsigned nbackends;          /* 1..OLTP_GATEWAY_MAX_BACKENDS */
     unsigned threads;            /* pool threads; 0 = 4 */
+    const char *promotion;       /* the pool's promotion order; NULL = lifo */
     unsigned connections;        /* multiplexed connections per back end; 0 = 2 */
     uint64_t health_interval_ms; /* 0 = 1000 */
     uint64_t health_timeout_ms;  /* a PING unanswered this long fails; 0 = 2 x interval */

@@ -13,6 +13,7 @@
  * Once serving it prints "listening on 127.0.0.1:PORT" to stdout (tests bind
  * port 0 and read it). A bad flag is one line on stderr and exit status 2.
  */
+#include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 
@@ -66,6 +67,8 @@ static const struct opt_def opt_defs[] = {
     {"backend", OPT_SPECIAL, 0, 0, 0, "ADDR",
      "a cabrank-ledger to forward to, repeatable, at least one"},
     {"threads", OPT_NUM, FIELD(gw.threads), 1, 1024, "N", "pool threads (default 4)"},
+    {"promotion", OPT_STRING, FIELD(gw.promotion), 0, 0, "ORDER",
+     "L/F promotion: native, lifo, fifo, priority,\nlifo-lockfree (default lifo)"},
     {"connections", OPT_NUM, FIELD(gw.connections), 1, 64, "N",
      "multiplexed connections per back end (default 2)"},
     {"health-interval", OPT_SECONDS, FIELD(gw.health_interval_ms), 0, 0, "SECS",
@@ -156,6 +159,15 @@ static void check_address(const char *name, const char *v)
         die_usage("--%s: bad address '%s': numeric, with a port", name, v);
 }
 
+static void check_promotion(const char *v)
+{
+    for (const char *const *p = cr_lf_pool_promotions(); *p != NULL; p++) {
+        if (strcmp(*p, v) == 0)
+            return;
+    }
+    die_usage("--promotion: unknown order '%s'", v);
+}
+
 static void set_option(struct options *o, const struct opt_def *d, const char *v)
 {
     char *field = (char *)o + d->off;
@@ -170,6 +182,8 @@ static void set_option(struct options *o, const struct opt_def *d, const char *v
     case OPT_STRING:
         if (strcmp(d->name, "listen") == 0)
             check_address(d->name, v);
+        if (strcmp(d->name, "promotion") == 0)
+            check_promotion(v);
         *(const char **)(void *)field = v;
         break;
     case OPT_SPECIAL:
@@ -281,7 +295,7 @@ int main(int argc, char **argv)
     }
     err = oltp_gateway_create(&g, &o.gw);
     if (err < 0) {
-        fprintf(stderr, PROG ": %s: %s\n", o.gw.listen, strerror(-err));
+        fprintf(stderr, PROG ": listen on %s: %s\n", o.gw.listen, strerror(-err));
         goto out_log;
     }
     err = oltp_gateway_start(g);
