@@ -15,6 +15,11 @@
  * (its handle is one-shot and reactivated at the end of the handler), so its
  * buffers and its bound-pool context need no lock.
  *
+ * Nested waits: a thread waiting for reply A that takes a new client's
+ * request B waits for B on top of A, so A's reply, once it is in, is passed
+ * on only when B's wait ends (B's reply, a failure, or --timeout): each
+ * thread has one stack. The failover unit test orders its steps for it.
+ *
  * Lock order: backend.lock, then a bound pool's own locks (attach runs under
  * backend.lock; the pool's on_fail callback runs with no pool lock held and
  * takes backend.lock). gateway.lock (clients, sessions) is a leaf. No lock is
