@@ -1,0 +1,232 @@
+/*
+ * oltp_run.c (integration) - what `make run-oltp` does, checked: a
+ * cabrank-ledger on SQLite in a temporary directory and a cabrank-gateway in
+ * front of it; cabrank-oltp-load opens and funds the accounts through the
+ * gateway, runs a short load of transfers (8 clients, 2 s) through it with
+ * the checker, then a mixed load (balance reads, sessions) straight at the
+ * ledger, appending to the same log, checked again, and an open-loop run
+ * of 200 requests at 400/s, a connection each, through the gateway. Each
+ * must end "5 passed, 0 failed" with exit 0. Then the checker is shown able to fail:
+ * an empty log against the same database finds every row foreign.
+ * Exit 0 pass, 1 fail (never skips: every program is ours).
+ */
+#include "../support/support.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            failures++;                                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+        }                                                                                          \
+    } while (0)
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) < 0 ? -1 : 0;
+}
+
+static int start(const char *prog, char **args, pid_t *pid, uint16_t *port)
+{
+    char path[4096];
+    char *argv[16];
+    int n = 0;
+    int err;
+
+    cr_test_build_path(prog, path, sizeof(path));
+    argv[n++] = path;
+    for (int i = 0; args[i] != NULL && n < 15; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    err = cr_test_spawn_server(argv, pid, port, cr_test_tmo(20000));
+    if (err < 0)
+        fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
+    return err;
+}
+
+static void stop(pid_t pid, const char *what)
+{
+    int st = 0;
+
+    if (pid <= 0)
+        return;
+    kill(pid, SIGTERM);
+    CHECK(cr_test_wait_exit(pid, cr_test_tmo(10000), &st) == 0, "%s did not stop on TERM", what);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s exit status %#x", what, st);
+}
+
+/*
+ * Runs cabrank-oltp-load with args (NULL-terminated), its stdout collected
+ * into out (echoed to stderr for the log of the run). Returns its exit
+ * status, or -1 if it did not end within timeout_ms (then killed).
+ */
+static int run_load(char **args, char *out, size_t cap, int timeout_ms)
+{
+    char path[4096];
+    char *argv[32];
+    int fds[2];
+    int n = 0;
+    size_t len = 0;
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)timeout_ms;
+    pid_t pid;
+    int st;
+
+    cr_test_build_path("cabrank-oltp-load", path, sizeof(path));
+    argv[n++] = path;
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        execv(path, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        uint64_t now = cr_test_now_ms();
+        ssize_t r;
+
+        if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+            break;
+        r = read(fds[0], out + len, cap - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        if (len == cap - 1)
+            break;
+    }
+    out[len] = '\0';
+    close(fds[0]);
+    fprintf(stderr, "--- cabrank-oltp-load");
+    for (int i = 1; i < n; i++)
+        fprintf(stderr, " %s", argv[i]);
+    fprintf(stderr, "\n%s---\n", out);
+    if (cr_test_wait_exit(pid, (int)(deadline > cr_test_now_ms() ? deadline - cr_test_now_ms() : 1),
+                          &st) < 0)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int main(void)
+{
+    char dir[64] = "/tmp/cr-oltp-run-XXXXXX";
+    char db[128];
+    char log[128];
+    char empty[128];
+    char ledger_addr[32];
+    char gw_addr[32];
+    char out[16384];
+    pid_t ledger = 0;
+    pid_t gateway = 0;
+    uint16_t lport = 0;
+    uint16_t gport = 0;
+    int rc;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (mkdtemp(dir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    snprintf(db, sizeof(db), "%s/ledger.db", dir);
+    snprintf(log, sizeof(log), "%s/acked.log", dir);
+    snprintf(empty, sizeof(empty), "%s/empty.log", dir);
+
+    {
+        char *args[] = {"--listen", "127.0.0.1:0", "--db", db, "--threads", "8", NULL};
+
+        if (start("cabrank-ledger", args, &ledger, &lport) < 0) {
+            failures++;
+            goto out;
+        }
+    }
+    snprintf(ledger_addr, sizeof(ledger_addr), "127.0.0.1:%u", lport);
+    {
+        char *args[] = {"--listen",  "127.0.0.1:0", "--backend", ledger_addr,
+                        "--threads", "8",           NULL};
+
+        if (start("cabrank-gateway", args, &gateway, &gport) < 0) {
+            failures++;
+            goto out;
+        }
+    }
+    snprintf(gw_addr, sizeof(gw_addr), "127.0.0.1:%u", gport);
+
+    /* Through the gateway: set-up, then transfers with the checker. */
+    {
+        char *args[] = {"--target", gw_addr, "--setup", "--clients", "8", "--seconds",
+                        "2",        "--log", log,       "--check",   db,  NULL};
+
+        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        CHECK(rc == 0, "load through the gateway: exit %d", rc);
+        CHECK(strstr(out, "PASS acknowledged_once\n") != NULL, "the checker ran");
+        CHECK(strstr(out, "\n5 passed, 0 failed\n") != NULL, "through the gateway: all passed");
+    }
+
+    /* Straight at the ledger, mixed, the same log: both runs checked. */
+    {
+        char *args[] = {"--target", ledger_addr, "--clients", "8",        "--seconds", "2", "--mix",
+                        "mixed",    "--log",     log,         "--append", "--check",   db,  NULL};
+
+        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        CHECK(rc == 0, "mixed load on the ledger: exit %d", rc);
+        CHECK(strstr(out, "\n5 passed, 0 failed\n") != NULL, "on the ledger: all passed");
+        CHECK(strstr(out, "in 0 sessions") == NULL, "some sessions committed");
+    }
+
+    /* Open loop, bounded by a count, a connection per request, through the
+     * gateway: the same log again. */
+    {
+        char *args[] = {"--target",   gw_addr,  "--clients",
+                        "4",          "--rate", "400",
+                        "--requests", "200",    "--connect-per-request",
+                        "--log",      log,      "--append",
+                        "--check",    db,       NULL};
+
+        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        CHECK(rc == 0, "open loop through the gateway: exit %d", rc);
+        CHECK(strstr(out, "open loop at 400/s") != NULL, "open loop");
+        CHECK(strstr(out, "\n5 passed, 0 failed\n") != NULL, "open loop: all passed");
+    }
+
+    /* The checker can fail: an empty log has sent none of the rows. */
+    {
+        FILE *f = fopen(empty, "w");
+        char *args[] = {"--check-only", "--log", empty, "--db", db, NULL};
+
+        CHECK(f != NULL && fclose(f) == 0, "empty log");
+        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        CHECK(rc == 1, "an empty log: exit %d", rc);
+        CHECK(strstr(out, "FAIL nothing_unsent: ") != NULL, "foreign rows found");
+        CHECK(strstr(out, "\n3 passed, 1 failed\n") != NULL, "only that check failed");
+    }
+
+out:
+    stop(gateway, "cabrank-gateway");
+    stop(ledger, "cabrank-ledger");
+    (void)nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    fprintf(stderr, "oltp_run: %s\n", failures == 0 ? "pass" : "FAIL");
+    return failures == 0 ? 0 : 1;
+}
