@@ -203,8 +203,8 @@ run: deps
 
 # The transaction service (issue #8): a cabrank-ledger on SQLite in a temporary directory, a
 # cabrank-gateway in front of it on OLTP_ADDR, and a short checked load through the gateway
-# (cabrank-oltp-load --setup ... --check); both servers stop on exit, whose status is the
-# checker's.
+# (cabrank-oltp-load --setup ... --check); on exit the gateway stops, then the ledger, and the
+# exit status is the checker's.
 OLTP_ADDR    ?= 127.0.0.1:7000
 OLTP_SECONDS ?= 5
 OLTP_CLIENTS ?= 16
@@ -212,14 +212,14 @@ OLTP_CLIENTS ?= 16
 run-oltp: deps
 	@$(MAKE) --no-print-directory -j$$(nproc) all
 	@dir=$$(mktemp -d /tmp/cabrank-oltp-XXXXXX); pids=""; \
-	trap 'kill $$pids 2>/dev/null; wait $$pids 2>/dev/null; rm -rf "$$dir"' EXIT; \
+	trap 'for p in $$pids; do kill $$p 2>/dev/null; wait $$p 2>/dev/null; done; rm -rf "$$dir"' EXIT; \
 	listening() { for i in $$(seq 200); do grep -q 'listening on' "$$1" && return 0; \
 	  kill -0 $$2 2>/dev/null || break; sleep 0.05; done; echo "$$3 did not start" >&2; return 1; }; \
 	$(BUILD)/cabrank-ledger --listen 127.0.0.1:0 --db "$$dir/ledger.db" >"$$dir/ledger.out" & \
 	pids="$$!"; listening "$$dir/ledger.out" $$! cabrank-ledger || exit 1; \
 	ledger=$$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$$dir/ledger.out" | head -1); \
 	$(BUILD)/cabrank-gateway --listen $(OLTP_ADDR) --backend $$ledger >"$$dir/gateway.out" & \
-	pids="$$pids $$!"; listening "$$dir/gateway.out" $$! cabrank-gateway || exit 1; \
+	pids="$$! $$pids"; listening "$$dir/gateway.out" $$! cabrank-gateway || exit 1; \
 	echo "cabrank-ledger on $$ledger (SQLite $$dir/ledger.db), cabrank-gateway on $(OLTP_ADDR)"; \
 	echo "$(BUILD)/cabrank-oltp-load --target $(OLTP_ADDR) --setup --clients $(OLTP_CLIENTS)" \
 	  "--seconds $(OLTP_SECONDS) --log $$dir/acked.log --check $$dir/ledger.db"; \
