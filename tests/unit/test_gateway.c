@@ -490,6 +490,40 @@ START_TEST(forwards_with_a_pool_id_and_restores_the_clients)
 }
 END_TEST
 
+/* Requests pipelined in one write are answered one after the other, in
+ * order, each with its own id. */
+START_TEST(pipelined_requests_are_answered_in_order)
+{
+    struct fake a;
+    struct oltp_gateway *g;
+    uint8_t buf[3 * 64];
+    size_t len = 0;
+    int fd;
+
+    fake_start(&a, 4);
+    g = gw_start(&a.port, 1, NULL);
+    fd = cl_open(g);
+    for (uint64_t i = 0; i < 3; i++) {
+        struct oltp_req q = req_of(OLTP_OP_BALANCE, 900 + i, 20 + i);
+
+        len += oltp_req_encode(&q, buf + len, sizeof(buf) - len);
+    }
+    ck_assert_int_eq(cr_test_write_all(fd, buf, len), 0);
+    for (uint64_t i = 0; i < 3; i++) {
+        struct oltp_reply r;
+
+        cl_recv(fd, &r);
+        ck_assert_uint_eq(r.id, 900 + i);
+        ck_assert_uint_eq(r.status, OLTP_ST_OK);
+        ck_assert_int_eq(r.balance, 4 * FAKE_TAG + 20 + (int64_t)i);
+    }
+    ck_assert_uint_eq(fake_received(&a), 3);
+    close(fd);
+    gw_stop(g);
+    fake_stop(&a);
+}
+END_TEST
+
 /* One multiplexed connection, a back end that answers four requests in
  * reverse order: each client gets its own reply. */
 START_TEST(replies_out_of_order_reach_their_clients)
@@ -931,6 +965,7 @@ Suite *gateway_suite(void)
 
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, forwards_with_a_pool_id_and_restores_the_clients);
+    tcase_add_test(tc, pipelined_requests_are_answered_in_order);
     tcase_add_test(tc, replies_out_of_order_reach_their_clients);
     tcase_add_test(tc, invalid_requests_are_answered_by_the_gateway);
     tcase_add_test(tc, balances_by_fewest_outstanding_requests);
