@@ -133,6 +133,7 @@ struct oltp_gateway {
     struct oltp_gateway_config cfg;
     int listen_fd;
     int port;
+    char address[64];
     struct cr_reactor *r;
     struct cr_lf_pool *lf;
     struct cr_acceptor *acc;
@@ -996,6 +997,9 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
         err = g->port;
         goto out_listen;
     }
+    err = cr_listener_address(g->listen_fd, g->address, sizeof(g->address));
+    if (err < 0)
+        goto out_listen;
     err = cr_reactor_create(&g->r, NULL);
     if (err < 0)
         goto out_listen;
@@ -1074,6 +1078,11 @@ int oltp_gateway_start(struct oltp_gateway *g)
 int oltp_gateway_port(const struct oltp_gateway *g)
 {
     return g->port;
+}
+
+const char *oltp_gateway_address(const struct oltp_gateway *g)
+{
+    return g->address;
 }
 
 int oltp_gateway_stop(struct oltp_gateway *g, int drain_ms)

@@ -86,6 +86,9 @@ CR_MUST_CHECK int oltp_gateway_start(struct oltp_gateway *g);
 /* The bound port, for a listen address with port 0. Thread-safe. */
 int oltp_gateway_port(const struct oltp_gateway *g);
 
+/* The bound address, "127.0.0.1:34567" or "[::1]:7000". Thread-safe. */
+const char *oltp_gateway_address(const struct oltp_gateway *g);
+
 /*
  * Stops: no new connection is accepted, requests in progress are given up to
  * drain_ms to be answered, then the threads stop and every client connection

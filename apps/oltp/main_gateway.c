@@ -10,8 +10,9 @@
  * timers, which no concurrency model of cr_server offers. So the main thread
  * waits for signals itself with sigtimedwait, as cr_server_run does.
  *
- * Once serving it prints "listening on 127.0.0.1:PORT" to stdout (tests bind
- * port 0 and read it). A bad flag is one line on stderr and exit status 2.
+ * Once serving it prints "listening on ADDR:PORT" to stdout, the bound
+ * address (tests bind 127.0.0.1 port 0 and read it). A bad flag is one line on stderr and exit
+ * status 2.
  */
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
@@ -303,10 +304,9 @@ int main(int argc, char **argv)
         CR_LOG(CR_LOG_ERROR, "start: %s", strerror(-err));
         goto out_destroy;
     }
-    printf("listening on 127.0.0.1:%d\n", oltp_gateway_port(g));
+    printf("listening on %s\n", oltp_gateway_address(g));
     fflush(stdout);
-    CR_LOG(CR_LOG_INFO, "listening on %s (port %d), %u back end(s)", o.gw.listen,
-           oltp_gateway_port(g), o.gw.nbackends);
+    CR_LOG(CR_LOG_INFO, "listening on %s, %u back end(s)", oltp_gateway_address(g), o.gw.nbackends);
     for (;;) {
         int signo = sigtimedwait(&set, NULL, &poll_ts);
 
