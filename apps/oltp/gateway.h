@@ -16,7 +16,10 @@
  * connection fails, the requests in flight on it are sent again to another
  * live back end if they are idempotent (oltp_req_is_idempotent), and
  * answered OLTP_ST_IN_DOUBT otherwise; with no live back end a request gets
- * OLTP_ST_UNAVAILABLE at once.
+ * OLTP_ST_UNAVAILABLE at once. A request unanswered after timeout_ms (the
+ * back end lives but is slow) is not sent again: it is answered
+ * OLTP_ST_UNAVAILABLE if idempotent (the client may send it again),
+ * OLTP_ST_IN_DOUBT otherwise. A client's PING is answered by the gateway.
  *
  * Used by main_gateway.c and the tests; the object is driven by one owner
  * thread (create, start, stop, destroy), the rest runs on the pool threads.
