@@ -38,24 +38,41 @@ struct run_as {
     gid_t gid;
 };
 
-/* The bin directory of the highest installed major version, into bin. */
+/* Whether dir holds an initdb and a postgres we can run. */
+static bool has_binaries(const char *dir)
+{
+    char path[512];
+
+    snprintf(path, sizeof(path), "%s/initdb", dir);
+    if (access(path, X_OK) < 0)
+        return false;
+    snprintf(path, sizeof(path), "%s/postgres", dir);
+    return access(path, X_OK) == 0;
+}
+
+/* $CR_TEST_PG_BINDIR, else the bin directory of the highest installed
+ * major version, into bin. */
 static int find_bin_dir(char *bin, size_t cap)
 {
+    const char *env = getenv("CR_TEST_PG_BINDIR");
     glob_t g;
     long best = -1;
 
+    if (env != NULL && env[0] != '\0') {
+        snprintf(bin, cap, "%s", env);
+        return has_binaries(bin) ? 0 : -ENOENT;
+    }
     if (glob("/usr/lib/postgresql/*/bin/postgres", 0, NULL, &g) != 0)
         return -ENOENT;
     for (size_t i = 0; i < g.gl_pathc; i++) {
         const char *p = g.gl_pathv[i];
         long v = strtol(p + strlen("/usr/lib/postgresql/"), NULL, 10);
-        char initdb[512];
-        size_t len = strlen(p) - strlen("/postgres");
+        char dir[256];
 
-        snprintf(initdb, sizeof(initdb), "%.*s/initdb", (int)len, p);
-        if (v > best && access(p, X_OK) == 0 && access(initdb, X_OK) == 0) {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(strlen(p) - strlen("/postgres")), p);
+        if (v > best && has_binaries(dir)) {
             best = v;
-            snprintf(bin, cap, "%.*s", (int)len, p);
+            snprintf(bin, cap, "%s", dir);
         }
     }
     globfree(&g);

@@ -4,7 +4,9 @@
  * removed by the test. Linked into every unit runner and integration
  * program, so it only runs processes: no libpq.
  *
- * The binaries come from /usr/lib/postgresql/<highest version>/bin. As
+ * The binaries come from $CR_TEST_PG_BINDIR when set (another
+ * installation; a directory without them makes every PostgreSQL test skip),
+ * else from /usr/lib/postgresql/<highest version>/bin. As
  * root (postgres refuses to run as root) the directory is given to the
  * 'postgres' user and initdb and postgres run as that user. It runs with
  * deadlock_timeout=20ms, so that provoked deadlocks resolve fast. The server
