@@ -1,11 +1,13 @@
 /*
  * test_ledger_db.c - the ledger's database (apps/oltp/ledger_db.c over
  * ledger_db_sqlite.c): the schema and reopening, every op's statuses, units
- * that fail as a whole, idempotency keys, group commit forming batches with
- * many threads (and not disturbing a batch's other units when one fails),
- * and acknowledged units surviving a SIGKILL of the process that applied
- * them. Each test uses a fresh database file in its own directory below a
- * mkdtemp directory that the case's unchecked fixture removes, pass or fail.
+ * that fail as a whole, idempotency keys, a busy database retried and then
+ * failing with -EIO, connections reused across threads, group commit
+ * forming batches with many threads (and not disturbing a batch's other
+ * units when one fails), and acknowledged units surviving a SIGKILL of the
+ * process that applied them. Each test uses a fresh database file in its
+ * own directory below a mkdtemp directory that the case's unchecked fixture
+ * removes, pass or fail.
  * The "postgresql" case runs the tests of ledger_db.c's own logic (group
  * commit, savepoints, reruns) again over ledger_db_pg.c, each in a fresh
  * database of a throwaway server (tests/support/pg.h) that its unchecked
@@ -26,6 +28,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,6 +461,73 @@ START_TEST(a_keyed_op_is_applied_once)
 }
 END_TEST
 
+struct holder {
+    sqlite3 *hold;
+    struct ledger_db *db;
+    uint64_t retries; /* release once the db has retried more than this */
+};
+
+static void *release_when_retried(void *p)
+{
+    struct holder *h = p;
+    struct ledger_db_stats st;
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)tmo(10000);
+
+    do {
+        usleep(1000);
+        ledger_db_stats(h->db, &st);
+    } while (st.retries <= h->retries && cr_test_now_ms() < deadline);
+    return (void *)(intptr_t)sqlite3_exec(h->hold, "ROLLBACK", NULL, NULL, NULL);
+}
+
+START_TEST(a_busy_database_is_retried_and_then_fails_with_eio)
+{
+    char path[256];
+    struct ledger_db_config cfg = {.url = path, .group_commit = _i == 1, .busy_timeout_ms = 100};
+    struct ledger_db *db;
+    struct ledger_op dep = op_of(OLTP_OP_DEPOSIT, 1, 0, 5);
+    struct ledger_result res;
+    struct ledger_db_stats st;
+    struct holder h;
+    pthread_t th;
+    void *ret;
+    int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    int err;
+
+    fresh_path(path, sizeof(path));
+    ck_assert_int_eq(ledger_db_open(&db, &cfg), 0);
+    open_accounts(db, 1, 100);
+    /* Another connection holds the write lock: every try meets BUSY. */
+    ck_assert_int_eq(sqlite3_open(path, &h.hold), SQLITE_OK);
+    ck_assert_int_eq(sqlite3_exec(h.hold, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+    cr_log_set_fd(devnull);
+    err = ledger_db_apply(db, &dep, 1, &res);
+    cr_log_set_fd(-1);
+    ck_assert_int_eq(err, -EIO);
+    ck_assert_uint_eq(res.status, OLTP_ST_INTERNAL);
+    ledger_db_stats(db, &st);
+    ck_assert_uint_ge(st.retries, 10);
+    ck_assert_uint_eq(st.units, 1);
+
+    /* Released while the unit is being retried: it goes through. */
+    h.db = db;
+    h.retries = st.retries;
+    ck_assert_int_eq(pthread_create(&th, NULL, release_when_retried, &h), 0);
+    ck_assert_int_eq(ledger_db_apply(db, &dep, 1, &res), 0);
+    ck_assert_uint_eq(res.status, OLTP_ST_OK);
+    ck_assert_int_eq(res.balance, 105);
+    ck_assert_int_eq(pthread_join(th, &ret), 0);
+    ck_assert_int_eq((intptr_t)ret, SQLITE_OK);
+    ledger_db_stats(db, &st);
+    ck_assert_uint_gt(st.retries, h.retries);
+    ck_assert_uint_eq(st.units, 2);
+    ck_assert_int_eq(balance_of(db, 1), 105);
+    sqlite3_close(h.hold);
+    ledger_db_close(db);
+    close(devnull);
+}
+END_TEST
+
 static unsigned open_fds(void)
 {
     char path[64];
@@ -790,6 +860,7 @@ Suite *ledger_db_suite(void)
     tcase_add_loop_test(tc, each_op_returns_its_status_and_balance, 0, 2);
     tcase_add_loop_test(tc, a_failing_op_rolls_back_its_whole_unit, 0, 2);
     tcase_add_loop_test(tc, a_keyed_op_is_applied_once, 0, 2);
+    tcase_add_loop_test(tc, a_busy_database_is_retried_and_then_fails_with_eio, 0, 2);
     tcase_add_test(tc, a_new_thread_reuses_the_connection_of_an_exited_one);
     tcase_add_loop_test(tc, group_commit_shares_commits_between_threads, 0, 2);
     tcase_add_test(tc, a_failing_unit_does_not_disturb_its_batch);
