@@ -10,11 +10,14 @@
  * restarted on the same port and database; the clients reconnect and resend
  * every transfer they hold no answer for (with its key, so a transfer
  * applied before the crash is not applied again), and the same checks
- * pass. Also: --help, a bad flag (exit 2) and a graceful TERM (exit 0).
+ * pass. The same load under prefork and forking (a database per worker
+ * process), and over PostgreSQL under prefork where PostgreSQL is
+ * installed. Also: --help, a bad flag (exit 2) and a graceful TERM (exit 0).
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #include "../../apps/oltp/ledger_db.h"
 #include "../../apps/oltp/proto.h"
+#include "../support/pg.h"
 #include "httpd_client.h"
 
 #include <pthread.h>
@@ -315,18 +318,24 @@ static void db_path(char *buf, size_t cap, const char *name)
     snprintf(buf, cap, "%s/%s.db", dir, name);
 }
 
-static void test_model(const char *model, unsigned clients, unsigned per)
+/* The load under model, on the database at url (NULL: a new SQLite file). */
+static void test_model(const char *model, const char *url, unsigned clients, unsigned per)
 {
     static struct load ld;
     pthread_t th[MAX_CLIENTS];
     struct worker w[MAX_CLIENTS];
     struct hc_server s = {0};
     char db[512];
+    char what[64];
     uint64_t t0;
 
     memset(&ld, 0, sizeof(ld));
-    db_path(db, sizeof(db), model);
-    CHECK(make_db(db) == 0, "%s: creating the database", model);
+    if (url != NULL)
+        snprintf(db, sizeof(db), "%s", url);
+    else
+        db_path(db, sizeof(db), model);
+    snprintf(what, sizeof(what), "%s%s", model, url != NULL ? " over postgresql" : "");
+    CHECK(make_db(db) == 0, "%s: creating the database", what);
     if (start_ledger(&s, "127.0.0.1:0", db, model) < 0) {
         hc_failures++;
         return;
@@ -335,14 +344,14 @@ static void test_model(const char *model, unsigned clients, unsigned per)
     ld.clients = clients;
     ld.per_client = per;
     t0 = cr_test_now_ms();
-    CHECK(run_clients(&ld, th, w) == 0, "%s: starting clients", model);
+    CHECK(run_clients(&ld, th, w) == 0, "%s: starting clients", what);
     join_clients(&ld, th);
-    fprintf(stderr, "%s: %u clients x %u transfers in %llu ms\n", model, clients, per,
+    fprintf(stderr, "%s: %u clients x %u transfers in %llu ms\n", what, clients, per,
             (unsigned long long)(cr_test_now_ms() - t0));
-    CHECK(atomic_load(&ld.lost_connections) == 0, "%s: %u connections lost", model,
+    CHECK(atomic_load(&ld.lost_connections) == 0, "%s: %u connections lost", what,
           atomic_load(&ld.lost_connections));
-    CHECK(hc_stop(&s) == 0, "%s: graceful stop", model);
-    check_db(model, db, &ld);
+    CHECK(hc_stop(&s) == 0, "%s: graceful stop", what);
+    check_db(what, db, &ld);
 }
 
 /* SIGKILL mid-load, a restart on the same port and database, resends. */
@@ -458,6 +467,8 @@ int main(void)
 {
     bool san = hc_is_sanitized();
     unsigned per = san ? 20 : 60;
+    struct cr_test_pg pg;
+    int err;
 
     signal(SIGPIPE, SIG_IGN);
     if (hc_mkdtemp(dir, sizeof(dir)) < 0) {
@@ -465,11 +476,22 @@ int main(void)
         return 1;
     }
     test_cli();
-    test_model("lf", 8, per);
-    test_model("hshr", 8, per);
-    test_model("proactor", 8, per);
-    test_model("prefork", 8, per);
-    test_model("forking", 4, per / 2);
+    test_model("lf", NULL, 8, per);
+    test_model("hshr", NULL, 8, per);
+    test_model("proactor", NULL, 8, per);
+    test_model("prefork", NULL, 8, per);
+    test_model("forking", NULL, 4, per / 2);
+    /* PostgreSQL, where it is installed (make test installs it), under
+     * prefork: each worker process has connections of its own. */
+    err = cr_test_pg_start(&pg);
+    if (err == 0) {
+        test_model("prefork", pg.url, 8, per);
+        cr_test_pg_stop(&pg);
+    } else if (err == -ENOENT) {
+        fprintf(stderr, "oltp_ledger: PostgreSQL not installed; its run skipped\n");
+    } else {
+        CHECK(err == 0, "starting PostgreSQL: %s", strerror(-err));
+    }
     test_kill_restart(8, san ? 60 : 300);
     hc_rmtree(dir);
     if (hc_failures != 0) {
