@@ -208,6 +208,13 @@ int main(void)
         rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
         CHECK(rc == 0, "open loop through the gateway: exit %d", rc);
         CHECK(strstr(out, "open loop at 400/s") != NULL, "open loop");
+        {
+            /* Paced: the 200th request is not due before 0.4975 s. */
+            const char *p = strstr(out, "transfers acknowledged: 200 in ");
+            double secs = p != NULL ? atof(p + strlen("transfers acknowledged: 200 in ")) : 0;
+
+            CHECK(secs >= 0.49, "200 requests at 400/s took %.3f s", secs);
+        }
         CHECK(strstr(out, "\n5 passed, 0 failed\n") != NULL, "open loop: all passed");
     }
 
