@@ -57,10 +57,11 @@ struct unit {
     /* Immutable once queued. */
     const struct ledger_op *ops;
     size_t n;
+    struct ledger_result *res; /* *res: written by the leader running the
+                                  unit, read by its caller once done */
     pthread_cond_t cond;
     /* Protected by db->gc_lock. */
     struct unit *next;
-    struct ledger_result *res;
     int err;
     bool done;
     bool lead;
