@@ -11,7 +11,7 @@
  * every transfer they hold no answer for (with its key, so a transfer
  * applied before the crash is not applied again), and the same checks
  * pass. The same load under prefork and forking (a database per worker
- * process), and over PostgreSQL under prefork where PostgreSQL is
+ * process), tpc and reactor, and over PostgreSQL under prefork where PostgreSQL is
  * installed. Also: --help, a bad flag (exit 2) and a graceful TERM (exit 0).
  * Exit 0 pass, 1 fail, 77 skip.
  */
@@ -481,6 +481,10 @@ int main(void)
     test_model("proactor", NULL, 8, per);
     test_model("prefork", NULL, 8, per);
     test_model("forking", NULL, 4, per / 2);
+    /* One thread for every connection, and one thread for all of them
+     * (each write then waits for the previous one's fsync). */
+    test_model("tpc", NULL, 4, per / 2);
+    test_model("reactor", NULL, 4, per / 2);
     /* PostgreSQL, where it is installed (make test installs it), under
      * prefork: each worker process has connections of its own. */
     err = cr_test_pg_start(&pg);
