@@ -83,7 +83,8 @@ static const struct opt_def opt_defs[] = {
      .min = 1,
      .max = 4096,
      .arg = "N",
-     .help = "worker threads (default 16; prefork: per process, 1)"},
+     .help = "worker threads (default 16; tpc: the cap on\n"
+             "                           connections, 1024; prefork: per process, 1)"},
     {.name = "workers",
      .kind = OPT_NUM,
      FIELD(server.workers),
@@ -359,7 +360,9 @@ int main(int argc, char **argv)
         }
     }
     o->ledger.process_model = is_process_model(o->server.model);
-    if (o->server.threads == 0 && !o->ledger.process_model)
+    /* tpc reads threads as its cap on connections: its default stays. */
+    if (o->server.threads == 0 && !o->ledger.process_model &&
+        (o->server.model == NULL || strcmp(o->server.model, "tpc") != 0))
         o->server.threads = DEFAULT_THREADS;
     err = ledger_create(&l, &o->ledger);
     if (err < 0) {

@@ -8,7 +8,8 @@
  * applies its ops at once and atomically, an abort nothing, a session
  * continues on other connections, 64 sessions interleave over 4 workers,
  * the op limit, ops refused inside a session, a session busy while its
- * commit runs (the database held by the test); an abandoned session expires
+ * commit runs (the database held by the test), BEGIN beyond the session
+ * cap, a PING keeping a session alive; an abandoned session expires
  * with no request arriving (the sweeper), and the idle connection timeout.
  */
 #include <cabrank/server.h>
@@ -644,6 +645,56 @@ START_TEST(session_is_busy_while_its_commit_runs)
 }
 END_TEST
 
+/* BEGIN beyond max_sessions is refused; ending a session makes room. */
+START_TEST(begin_beyond_max_sessions_is_refused)
+{
+    struct ledger_config lc = {.group_commit = true, .max_sessions = 2};
+    struct fixture f;
+    struct client c;
+    struct oltp_reply rp;
+    uint64_t s1;
+
+    fx_start_cfg(&f, &lc);
+    cl_open(&c, f.port);
+    s1 = call(&c, mk(OLTP_OP_BEGIN, 1, 0, 0, 0, 0, 0)).session;
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_BEGIN, 2, 0, 0, 0, 0, 0)), OLTP_ST_OK);
+    rp = call(&c, mk(OLTP_OP_BEGIN, 3, 0, 0, 0, 0, 0));
+    ck_assert_uint_eq(rp.status, OLTP_ST_TOO_LARGE);
+    ck_assert_uint_eq(rp.session, 0);
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_ABORT, 4, s1, 0, 0, 0, 0)), OLTP_ST_OK);
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_BEGIN, 5, 0, 0, 0, 0, 0)), OLTP_ST_OK);
+    cl_close(&c);
+    fx_finish(&f);
+}
+END_TEST
+
+/* A PING with the session restarts its idle clock: pinged for over twice
+ * its timeout, it is still there. */
+START_TEST(ping_keeps_a_session_alive)
+{
+    struct ledger_config lc = {.group_commit = true, .session_timeout_ms = 1000};
+    struct fixture f;
+    struct client c;
+    uint64_t s;
+    uint64_t until;
+
+    fx_start_cfg(&f, &lc);
+    cl_open(&c, f.port);
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_OPEN, 1, 0, 1, 0, 0, 0)), OLTP_ST_OK);
+    s = call(&c, mk(OLTP_OP_BEGIN, 2, 0, 0, 0, 0, 0)).session;
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_DEPOSIT, 3, s, 1, 0, 4, 0)), OLTP_ST_QUEUED);
+    until = cr_test_now_ms() + 2200;
+    while (cr_test_now_ms() < until) {
+        usleep(50000);
+        ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_PING, 4, s, 0, 0, 0, 0)), OLTP_ST_OK);
+    }
+    ck_assert_uint_eq(call(&c, mk(OLTP_OP_COMMIT, 5, s, 0, 0, 0, 0)).count, 1);
+    ck_assert_int_eq(balance_of(&c, 1), 4);
+    cl_close(&c);
+    fx_finish(&f);
+}
+END_TEST
+
 /* An abandoned session is collected by the sweeper with no request
  * arriving, and then answers NO_SESSION. */
 START_TEST(abandoned_session_expires)
@@ -714,6 +765,8 @@ Suite *ledger_suite(void)
     tcase_add_test(tc, session_continues_on_other_connections);
     tcase_add_test(tc, many_sessions_interleave_over_fewer_workers);
     tcase_add_test(tc, session_is_busy_while_its_commit_runs);
+    tcase_add_test(tc, begin_beyond_max_sessions_is_refused);
+    tcase_add_test(tc, ping_keeps_a_session_alive);
     tcase_add_test(tc, abandoned_session_expires);
     tcase_add_test(tc, idle_connection_is_closed);
     suite_add_tcase(s, tc);
