@@ -8,10 +8,14 @@
  * UPDATE sees the newest committed balance and locks its row, so the
  * conditional debit (balance >= amount) can never take a balance below 0
  * and a transfer's rows are locked in increasing account order: two
- * ledgers never wait for each other in a cycle on accounts. They still may
- * on a key both insert, which PostgreSQL resolves as a deadlock (40P01) or
- * a unique violation (23505): -EAGAIN, and the rerun finds the other's row.
- * Commits are durable (synchronous_commit on).
+ * ledgers never wait for each other in a cycle over one transfer. They
+ * still may on a key both insert, which PostgreSQL resolves as a unique
+ * violation (23505) or a deadlock (40P01): -EAGAIN, and the rerun finds the
+ * other's row. A group commit's batch, or a session of several ops, takes
+ * its rows in the order of its ops, so two ledgers' batches can deadlock
+ * too: PostgreSQL finds it only after deadlock_timeout (1 s by default;
+ * lower it on a database that several ledgers share), aborts one, and that
+ * batch is rerun. Commits are durable (synchronous_commit on).
  *
  * Every statement is prepared once per connection, with binary parameters
  * and results: keys are bytea, numbers int8 (big-endian on the wire).
@@ -242,8 +246,13 @@ static int prepare_all(struct pg_conn *c)
         const Oid *types = i == ST_KEY || i == ST_LOG ? key_first : int8s;
         PGresult *r = PQprepare(c->pg, stmts[i].name, stmts[i].sql, stmts[i].nparams, types);
 
-        if (PQresultStatus(r) != PGRES_COMMAND_OK)
-            return result_error(c, r, stmts[i].name);
+        if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+            int err = result_error(c, r, stmts[i].name);
+
+            /* The next try prepares every name again. */
+            PQclear(PQexec(c->pg, "DEALLOCATE ALL"));
+            return err;
+        }
         PQclear(r);
     }
     c->prepared = true;

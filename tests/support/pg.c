@@ -281,6 +281,25 @@ static int start_server(struct cr_test_pg *pg, const struct run_as *as, const ch
     return 0;
 }
 
+/* The binaries' directory and who runs them. 0 or -ENOENT. */
+static int find_server(char *bin, size_t cap, struct run_as *as)
+{
+    int err = find_bin_dir(bin, cap);
+
+    if (err < 0)
+        return err;
+    *as = (struct run_as){.change = false};
+    if (geteuid() == 0) {
+        /* getpwnam before any fork: it is not async-signal-safe. */
+        struct passwd *pw = getpwnam("postgres");
+
+        if (pw == NULL)
+            return -ENOENT;
+        *as = (struct run_as){.change = true, .uid = pw->pw_uid, .gid = pw->pw_gid};
+    }
+    return 0;
+}
+
 int cr_test_pg_start(struct cr_test_pg *pg)
 {
     char bin[256];
@@ -293,17 +312,9 @@ int cr_test_pg_start(struct cr_test_pg *pg)
     int err;
 
     memset(pg, 0, sizeof(*pg));
-    err = find_bin_dir(bin, sizeof(bin));
+    err = find_server(bin, sizeof(bin), &as);
     if (err < 0)
         return err;
-    if (geteuid() == 0) {
-        /* getpwnam before any fork: it is not async-signal-safe. */
-        struct passwd *pw = getpwnam("postgres");
-
-        if (pw == NULL)
-            return -ENOENT;
-        as = (struct run_as){.change = true, .uid = pw->pw_uid, .gid = pw->pw_gid};
-    }
     snprintf(pg->dir, sizeof(pg->dir), "/tmp/cr-pg-XXXXXX");
     if (mkdtemp(pg->dir) == NULL) {
         err = -errno;
@@ -437,6 +448,24 @@ int cr_test_pg_kill(struct cr_test_pg *pg)
         }
     }
     return 0;
+}
+
+int cr_test_pg_restart(struct cr_test_pg *pg)
+{
+    char bin[256];
+    struct run_as as;
+    int err;
+
+    if (pg->pid > 0 || pg->dir[0] == '\0')
+        return -EINVAL;
+    err = find_server(bin, sizeof(bin), &as);
+    if (err == 0)
+        err = start_server(pg, &as, bin, pg->port);
+    if (err < 0) {
+        fprintf(stderr, "cr_test_pg_restart: %s\n", strerror(-err));
+        print_log_tail(pg);
+    }
+    return err;
 }
 
 void cr_test_pg_stop(struct cr_test_pg *pg)

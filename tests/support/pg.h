@@ -47,4 +47,11 @@ void cr_test_pg_stop(struct cr_test_pg *pg);
  * 0 or -errno (-ESRCH: not running, -ETIMEDOUT). */
 int cr_test_pg_kill(struct cr_test_pg *pg);
 
+/* Starts the server of a killed one again, on its directory and port (its
+ * url stays valid); returns once it accepts connections, after its crash
+ * recovery. 0, -EINVAL (not killed), -EADDRINUSE (it exited at once: most
+ * likely another process took the port meanwhile), -ETIMEDOUT or another
+ * -errno. */
+int cr_test_pg_restart(struct cr_test_pg *pg);
+
 #endif /* CABRANK_TEST_PG_H */
