@@ -498,6 +498,52 @@ START_TEST(same_key_through_two_handles_is_applied_once)
 }
 END_TEST
 
+/* Ledgers that start at once all create the schema: each open succeeds
+ * (concurrent CREATE TABLE IF NOT EXISTS alone can fail on the catalog). */
+#define OPENERS 4
+
+struct open_arg {
+    const char *url;
+    pthread_barrier_t *barrier;
+    struct ledger_db *db;
+    int err;
+};
+
+static void *opener(void *p)
+{
+    struct open_arg *a = p;
+    struct ledger_db_config cfg = {.url = a->url};
+
+    pthread_barrier_wait(a->barrier);
+    a->err = ledger_db_open(&a->db, &cfg);
+    return NULL;
+}
+
+START_TEST(ledgers_opening_at_once_all_get_the_schema)
+{
+    struct open_arg args[OPENERS];
+    pthread_t th[OPENERS];
+    pthread_barrier_t barrier;
+
+    if (skip_without_pg())
+        return;
+    pthread_barrier_init(&barrier, NULL, OPENERS);
+    for (unsigned i = 0; i < OPENERS; i++) {
+        args[i] = (struct open_arg){.url = pg.url, .barrier = &barrier};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, opener, &args[i]), 0);
+    }
+    for (unsigned i = 0; i < OPENERS; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&barrier);
+    for (unsigned i = 0; i < OPENERS; i++)
+        ck_assert_int_eq(args[i].err, 0);
+    ck_assert_uint_eq(apply1(args[0].db, op_of(OLTP_OP_OPEN, 1, 0, 0), NULL), OLTP_ST_OK);
+    ck_assert_uint_eq(apply1(args[1].db, op_of(OLTP_OP_OPEN, 1, 0, 0), NULL), OLTP_ST_EXISTS);
+    for (unsigned i = 0; i < OPENERS; i++)
+        ledger_db_close(args[i].db);
+}
+END_TEST
+
 /* What the server committed survives its crash; the ledger's connections
  * fail while it is down and connect again once it is back. */
 START_TEST(a_killed_server_fails_calls_then_serves_again_after_restart)
@@ -538,6 +584,7 @@ Suite *ledger_db_pg_suite(void)
     tcase_add_test(tc, group_commit_of_8_threads_keeps_the_sum_with_fewer_commits);
     tcase_add_loop_test(tc, two_handles_cross_transfers_without_errors, 0, 3);
     tcase_add_test(tc, same_key_through_two_handles_is_applied_once);
+    tcase_add_test(tc, ledgers_opening_at_once_all_get_the_schema);
     tcase_add_loop_test(tc, a_killed_server_fails_calls_then_serves_again_after_restart, 0, 2);
     suite_add_tcase(s, tc);
     return s;
