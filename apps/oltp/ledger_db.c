@@ -10,15 +10,18 @@
  * run again. Called by the ledger's worker threads; owns the connections.
  * Threads that used a db must not be exiting while ledger_db_close runs.
  *
- * Group commit: a queue of waiting units under gc_lock, each unit with its
- * own condition variable on its caller's stack. The caller that finds no
- * leader leads: it cuts up to max_batch units off the head of the queue
- * (its own unit is the head), runs them in one transaction on its own
- * connection with gc_lock released, then, under gc_lock again, stores each
- * unit's result, wakes its caller, and hands leadership to the unit now at
- * the head, if any. So each leader runs exactly one batch, the one holding
- * its own unit, and returns: nobody leads forever, and every caller
- * returns as soon as the commit holding its unit is durable.
+ * Group commit: a queue of waiters under gc_lock, one per call, each
+ * holding that call's units (one for ledger_db_apply, n for
+ * ledger_db_apply_batch) and a condition variable, on its caller's stack.
+ * The caller that finds no leader leads: it cuts whole waiters off the head
+ * of the queue (its own is the head) while their units fit in max_batch, so
+ * a call's units always share one commit and a batch never exceeds the
+ * bound (n <= max_batch is checked on entry), runs them in one transaction
+ * on its own connection with gc_lock released, then, under gc_lock again,
+ * marks each waiter done, wakes its caller, and hands leadership to the
+ * waiter now at the head, if any. So each leader runs exactly one batch,
+ * the one holding its own units, and returns: nobody leads forever, and
+ * every caller returns as soon as the commit holding its units is durable.
  *
  * Lock order: conns_lock and gc_lock are never held together.
  */
@@ -32,7 +35,6 @@
 #include <string.h>
 #include <time.h>
 
-#define DEFAULT_MAX_BATCH 256
 /* Tries of one transaction before a unit fails with -EIO. SQLite meets
  * -EAGAIN only past its busy timeout, PostgreSQL on conflicts that a rerun
  * resolves: this bounds a livelock, it is not a tuning knob. */
@@ -51,17 +53,18 @@ struct conn_slot {
     bool in_use;
 };
 
-/* One ledger_db_apply call waiting in the group commit queue. Lives on its
- * caller's stack until it returns. */
-struct unit {
+/* One call's units waiting in the group commit queue (or, without group
+ * commit, one unit run alone). Lives on its caller's stack until it
+ * returns. */
+struct waiter {
     /* Immutable once queued. */
-    const struct ledger_op *ops;
+    const struct ledger_unit *units;
     size_t n;
-    struct ledger_result *res; /* *res: written by the leader running the
-                                  unit, read by its caller once done */
+    struct ledger_result *res; /* res[0..n): written by the leader running
+                                  the waiter, read by its caller once done */
     pthread_cond_t cond;
     /* Protected by db->gc_lock. */
-    struct unit *next;
+    struct waiter *next;
     int err;
     bool done;
     bool lead;
@@ -80,8 +83,8 @@ struct ledger_db {
 
     pthread_mutex_t gc_lock;
     /* Protected by gc_lock. */
-    struct unit *head;
-    struct unit *tail;
+    struct waiter *head;
+    struct waiter *tail;
     bool leading;
 
     /* Relaxed atomics: counters read only for ledger_db_stats. */
@@ -210,7 +213,7 @@ int ledger_db_open(struct ledger_db **out, const struct ledger_db_config *cfg)
     db->cfg = *cfg;
     db->cfg.url = db->url;
     if (db->cfg.max_batch == 0)
-        db->cfg.max_batch = DEFAULT_MAX_BATCH;
+        db->cfg.max_batch = LEDGER_DB_MAX_BATCH_DEFAULT;
     if (db->cfg.busy_timeout_ms == 0)
         db->cfg.busy_timeout_ms = 10000;
     err = -pthread_key_create(&db->key, release_slot);
@@ -290,16 +293,33 @@ static uint16_t check_op(const struct ledger_op *op)
     }
 }
 
-/* Applies u's ops inside the open transaction: 0 with u->res (an error
- * status: the caller undoes the unit), or -EAGAIN / -EIO. */
-static int apply_unit(struct ledger_db *db, void *conn, struct unit *u)
+/* Checks u's ops: true when the database need see it, else false with
+ * *res the first bad op's status. Pure, so it is asked again at each use
+ * rather than remembered. */
+static bool is_db_unit(const struct ledger_unit *u, struct ledger_result *res)
 {
-    struct ledger_result *res = u->res;
+    for (size_t i = 0; i < u->nops; i++) {
+        uint16_t status = check_op(&u->ops[i]);
 
+        if (status != OLTP_ST_OK) {
+            res->status = status;
+            res->failed_op = (unsigned)i;
+            res->balance = 0;
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Applies u's ops inside the open transaction: 0 with *res (an error
+ * status: the caller undoes the unit), or -EAGAIN / -EIO. */
+static int apply_unit(struct ledger_db *db, void *conn, const struct ledger_unit *u,
+                      struct ledger_result *res)
+{
     res->status = OLTP_ST_OK;
     res->failed_op = 0;
     res->balance = 0;
-    for (size_t i = 0; i < u->n; i++) {
+    for (size_t i = 0; i < u->nops; i++) {
         uint16_t status;
         int64_t balance;
         int err = db->ops->apply(conn, &u->ops[i], &status, &balance);
@@ -318,43 +338,51 @@ static int apply_unit(struct ledger_db *db, void *conn, struct unit *u)
 }
 
 /*
- * One try of the transaction holding the units of the list at first (a
- * batch when grouped, else one unit without savepoint). 0 when committed
- * (or, for a lone unit that failed, rolled back), else -EAGAIN / -EIO with
- * the transaction rolled back.
+ * One try of the transaction holding the units of the waiters from first (a
+ * batch, each unit under its own savepoint, when grouped; else first holds
+ * one unit, run without savepoint). Units the database need not see are
+ * skipped. 0 when committed (or, for a lone unit that failed, rolled back),
+ * else -EAGAIN / -EIO with the transaction rolled back.
  */
-static int try_batch(struct ledger_db *db, void *conn, struct unit *first, bool grouped)
+static int try_batch(struct ledger_db *db, void *conn, struct waiter *first, bool grouped)
 {
     const struct ledger_backend_ops *ops = db->ops;
     int err = ops->begin(conn);
 
     if (err < 0)
         goto out_rollback;
-    for (struct unit *u = first; u != NULL; u = u->next) {
-        if (grouped) {
-            err = ops->savepoint(conn);
+    for (struct waiter *w = first; w != NULL; w = w->next) {
+        for (size_t i = 0; i < w->n; i++) {
+            const struct ledger_unit *u = &w->units[i];
+            struct ledger_result *res = &w->res[i];
+
+            if (!is_db_unit(u, res))
+                continue;
+            if (grouped) {
+                err = ops->savepoint(conn);
+                if (err < 0)
+                    goto out_rollback;
+            }
+            err = apply_unit(db, conn, u, res);
+            if (err < 0)
+                goto out_rollback;
+            if (!grouped) {
+                if (res->status != OLTP_ST_OK) {
+                    /* Nothing to keep: no commit, no fsync. */
+                    err = ops->rollback(conn);
+                    goto out;
+                }
+                continue;
+            }
+            /* ROLLBACK TO keeps the savepoint open; RELEASE closes it either
+             * way, so the next unit's savepoint is not nested in this one. */
+            if (res->status != OLTP_ST_OK)
+                err = ops->rollback_to(conn);
+            if (err == 0)
+                err = ops->release(conn);
             if (err < 0)
                 goto out_rollback;
         }
-        err = apply_unit(db, conn, u);
-        if (err < 0)
-            goto out_rollback;
-        if (!grouped) {
-            if (u->res->status != OLTP_ST_OK) {
-                /* Nothing to keep: no commit, no fsync. */
-                err = ops->rollback(conn);
-                goto out;
-            }
-            break;
-        }
-        /* ROLLBACK TO keeps the savepoint open; RELEASE closes it either
-         * way, so the next unit's savepoint is not nested in this one. */
-        if (u->res->status != OLTP_ST_OK)
-            err = ops->rollback_to(conn);
-        if (err == 0)
-            err = ops->release(conn);
-        if (err < 0)
-            goto out_rollback;
     }
     err = ops->commit(conn);
     if (err < 0)
@@ -370,9 +398,10 @@ out:
     return err;
 }
 
-/* Runs the transaction of the units from first until it commits, reruns on
- * -EAGAIN. 0 or -EIO; on -EIO every unit's result says OLTP_ST_INTERNAL. */
-static int run_batch(struct ledger_db *db, void *conn, struct unit *first, bool grouped)
+/* Runs the transaction of the waiters from first until it commits, reruns
+ * on -EAGAIN. 0 or -EIO; on -EIO the result of every unit the database was
+ * to see says OLTP_ST_INTERNAL. */
+static int run_batch(struct ledger_db *db, void *conn, struct waiter *first, bool grouped)
 {
     size_t k = 0;
     int err;
@@ -390,12 +419,16 @@ static int run_batch(struct ledger_db *db, void *conn, struct unit *first, bool 
         }
         backoff(attempt);
     }
-    for (struct unit *u = first; u != NULL; u = u->next) {
-        k++;
-        if (err < 0) {
-            u->res->status = OLTP_ST_INTERNAL;
-            u->res->failed_op = 0;
-            u->res->balance = 0;
+    for (struct waiter *w = first; w != NULL; w = w->next) {
+        for (size_t i = 0; i < w->n; i++) {
+            if (!is_db_unit(&w->units[i], &w->res[i]))
+                continue;
+            k++;
+            if (err < 0) {
+                w->res[i].status = OLTP_ST_INTERNAL;
+                w->res[i].failed_op = 0;
+                w->res[i].balance = 0;
+            }
         }
     }
     if (err < 0)
@@ -405,47 +438,53 @@ static int run_batch(struct ledger_db *db, void *conn, struct unit *first, bool 
     return 0;
 }
 
-static int apply_grouped(struct ledger_db *db, void *conn, struct unit *u)
+static int apply_grouped(struct ledger_db *db, void *conn, struct waiter *w)
 {
-    struct unit *last;
-    struct unit *next;
+    struct waiter *last;
+    struct waiter *next;
+    size_t k;
     int err;
 
     pthread_mutex_lock(&db->gc_lock);
     if (db->tail != NULL)
-        db->tail->next = u;
+        db->tail->next = w;
     else
-        db->head = u;
-    db->tail = u;
+        db->head = w;
+    db->tail = w;
     if (!db->leading) {
         db->leading = true;
-        u->lead = true;
+        w->lead = true;
     }
-    while (!u->done && !u->lead)
-        pthread_cond_wait(&u->cond, &db->gc_lock);
-    if (u->done) {
+    while (!w->done && !w->lead)
+        pthread_cond_wait(&w->cond, &db->gc_lock);
+    if (w->done) {
         pthread_mutex_unlock(&db->gc_lock);
-        return u->err;
+        return w->err;
     }
-    /* Leader: u is the head; cut the batch off the queue. */
-    last = u;
-    for (unsigned k = 1; k < db->cfg.max_batch && last->next != NULL; k++)
+    /* Leader: w is the head; cut the batch off the queue. The first waiter
+     * fits (its n was checked), the others only whole: stopping at the
+     * first that does not fit keeps the queue's order. */
+    last = w;
+    k = w->n;
+    while (last->next != NULL && k + last->next->n <= db->cfg.max_batch) {
         last = last->next;
+        k += last->n;
+    }
     db->head = last->next;
     if (db->head == NULL)
         db->tail = NULL;
     last->next = NULL;
     pthread_mutex_unlock(&db->gc_lock);
 
-    err = run_batch(db, conn, u, true);
+    err = run_batch(db, conn, w, true);
 
     pthread_mutex_lock(&db->gc_lock);
-    for (struct unit *b = u; b != NULL; b = next) {
+    for (struct waiter *b = w; b != NULL; b = next) {
         /* Read before the wake: b's caller may return once we unlock. */
         next = b->next;
         b->err = err;
         b->done = true;
-        if (b != u)
+        if (b != w)
             pthread_cond_signal(&b->cond);
     }
     if (db->head != NULL) {
@@ -458,38 +497,57 @@ static int apply_grouped(struct ledger_db *db, void *conn, struct unit *u)
     return err;
 }
 
-int ledger_db_apply(struct ledger_db *db, const struct ledger_op *ops, size_t n,
-                    struct ledger_result *res)
+int ledger_db_apply_batch(struct ledger_db *db, const struct ledger_unit *units, size_t n,
+                          struct ledger_result *res)
 {
-    struct unit u = {.ops = ops, .n = n, .res = res};
+    struct waiter w = {.units = units, .n = n, .res = res};
+    bool has_db_unit = false;
     void *conn;
     int err;
 
-    res->status = OLTP_ST_INTERNAL;
-    res->failed_op = 0;
-    res->balance = 0;
-    if (n == 0 || n > OLTP_MAX_SESSION_OPS)
+    for (size_t i = 0; i < n; i++) {
+        res[i].status = OLTP_ST_INTERNAL;
+        res[i].failed_op = 0;
+        res[i].balance = 0;
+    }
+    if (n == 0 || n > db->cfg.max_batch)
         return -EINVAL;
     for (size_t i = 0; i < n; i++) {
-        uint16_t status = check_op(&ops[i]);
-
-        if (status != OLTP_ST_OK) {
-            res->status = status;
-            res->failed_op = (unsigned)i;
-            return 0;
-        }
+        if (units[i].nops == 0 || units[i].nops > OLTP_MAX_SESSION_OPS)
+            return -EINVAL;
     }
+    for (size_t i = 0; i < n; i++)
+        has_db_unit |= is_db_unit(&units[i], &res[i]);
+    if (!has_db_unit)
+        return 0;
     err = thread_conn(db, &conn);
     if (err < 0) {
+        /* The units the database was to see still say OLTP_ST_INTERNAL. */
         CR_LOG(CR_LOG_ERROR, "ledger_db: no connection: %s", strerror(-err));
         return -EIO;
     }
-    if (!db->cfg.group_commit)
-        return run_batch(db, conn, &u, false);
-    pthread_cond_init(&u.cond, NULL);
-    err = apply_grouped(db, conn, &u);
-    pthread_cond_destroy(&u.cond);
+    if (!db->cfg.group_commit) {
+        err = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct waiter one = {.units = &units[i], .n = 1, .res = &res[i]};
+
+            if (is_db_unit(&units[i], &res[i]) && run_batch(db, conn, &one, false) < 0)
+                err = -EIO;
+        }
+        return err;
+    }
+    pthread_cond_init(&w.cond, NULL);
+    err = apply_grouped(db, conn, &w);
+    pthread_cond_destroy(&w.cond);
     return err;
+}
+
+int ledger_db_apply(struct ledger_db *db, const struct ledger_op *ops, size_t n,
+                    struct ledger_result *res)
+{
+    struct ledger_unit u = {.ops = ops, .nops = n};
+
+    return ledger_db_apply_batch(db, &u, 1, res);
 }
 
 /* Reads run outside any transaction, so a busy database is simply asked

@@ -5,17 +5,23 @@
  * that several ledgers can share one database.
  *
  * Every write is a unit of ops applied atomically (all or none) and durable
- * before ledger_db_apply returns: the caller replies only then.
+ * before ledger_db_apply (or ledger_db_apply_batch, for several units at
+ * once) returns: the caller replies only then.
  *
  * Group commit (cfg.group_commit): concurrent ledger_db_apply calls share
  * one database transaction and so one fsync. The first caller to find no
- * commit in progress leads: it takes every unit queued so far, opens one
- * transaction, applies each unit under its own savepoint (a unit that fails,
- * say for insufficient funds, is rolled back to its savepoint alone and gets
- * its error), commits once, and wakes each caller with its own result; units
- * that arrive meanwhile wait for the next leader (one of them). A caller
- * still returns only after the commit holding its unit is durable. Without
- * group commit each unit is its own transaction and fsync.
+ * commit in progress leads: it takes the units queued so far (up to
+ * cfg.max_batch, whole calls only), opens one transaction, applies each unit
+ * under its own savepoint (a unit that fails, say for insufficient funds, is
+ * rolled back to its savepoint alone and gets its error), commits once, and
+ * wakes each caller with its own results; units that arrive meanwhile wait
+ * for the next leader (one of them). A caller still returns only after the
+ * commit holding its units is durable. Without group commit each unit is its
+ * own transaction and fsync.
+ *
+ * ledger_db_apply_batch queues all the units of one call at once, so one
+ * thread - say one serving a connection that pipelines its writes - fills
+ * a group commit as well as that many threads would.
  *
  * Connections: each calling thread uses its own connection, opened on its
  * first call (thread-local, keyed by the ledger_db) and closed by
@@ -39,12 +45,15 @@
 
 struct ledger_db;
 
+#define LEDGER_DB_MAX_BATCH_DEFAULT 256
+
 struct ledger_db_config {
     /* "postgresql://..." or "postgres://..." (libpq), else a SQLite file
      * path ("sqlite:PATH" also accepted). Required. Borrowed. */
     const char *url;
     bool group_commit;
-    /* Most units one group commit takes; 0 = 256. */
+    /* Most units one group commit takes, and one ledger_db_apply_batch
+     * call may pass; 0 = LEDGER_DB_MAX_BATCH_DEFAULT. */
     unsigned max_batch;
     /* SQLite: busy timeout per statement, ms; 0 = 10000. */
     unsigned busy_timeout_ms;
@@ -59,6 +68,12 @@ struct ledger_op {
     uint8_t key[OLTP_KEY_SIZE]; /* all zero: none */
 };
 
+/* One unit of ledger_db_apply_batch: ops[0..nops), applied atomically. */
+struct ledger_unit {
+    const struct ledger_op *ops;
+    size_t nops;
+};
+
 /* The outcome of one unit: status OLTP_ST_OK, or the first failing op's
  * status (then nothing of the unit was applied) and its index. balance is
  * the last op's balance_after on success. */
@@ -69,7 +84,7 @@ struct ledger_result {
 };
 
 struct ledger_db_stats {
-    uint64_t units;     /* ledger_db_apply calls that committed (either outcome) */
+    uint64_t units;     /* units that reached the database and ended (either outcome) */
     uint64_t commits;   /* database commits (fsyncs): < units under group commit */
     uint64_t max_batch; /* the most units one commit carried */
     uint64_t retries;   /* busy/serialization retries */
@@ -94,6 +109,23 @@ void ledger_db_close(struct ledger_db *db);
  */
 CR_MUST_CHECK int ledger_db_apply(struct ledger_db *db, const struct ledger_op *ops, size_t n,
                                   struct ledger_result *res);
+
+/*
+ * Applies units[0..n) (1 <= n <= cfg.max_batch; each unit's nops 1..
+ * OLTP_MAX_SESSION_OPS), each as its own atomic unit with its own outcome in
+ * res[i] (res: n results, returns owned by the caller), and returns once every
+ * one of them is durable or failed. A unit that fails is undone alone; the
+ * others are applied as if each were a ledger_db_apply call of its own, in
+ * array order. Under group commit all n are queued at once and share a
+ * commit with each other and with other callers' units; without, they run
+ * one after the other. ledger_db_apply is the call with n == 1. Returns 0
+ * (see each res[i].status), -EINVAL (n or a nops out of range: nothing
+ * applied, every res[i].status OLTP_ST_INTERNAL) or -EIO when the database
+ * failed for some unit (those units applied nothing and say
+ * OLTP_ST_INTERNAL; under group commit that is all n). Thread-safe; blocks.
+ */
+CR_MUST_CHECK int ledger_db_apply_batch(struct ledger_db *db, const struct ledger_unit *units,
+                                        size_t n, struct ledger_result *res);
 
 /* The balance of account: 0 with *balance, -ENOENT, -EIO. Thread-safe. */
 CR_MUST_CHECK int ledger_db_balance(struct ledger_db *db, uint64_t account, int64_t *balance);

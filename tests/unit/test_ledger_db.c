@@ -4,7 +4,9 @@
  * that fail as a whole, idempotency keys, a busy database retried and then
  * failing with -EIO, connections reused across threads, group commit
  * forming batches with many threads (and not disturbing a batch's other
- * units when one fails), and acknowledged units surviving a SIGKILL of the
+ * units when one fails), ledger_db_apply_batch (each unit its own result
+ * and atomicity, in order; n bounded; batches beside single callers within
+ * max_batch), and acknowledged units surviving a SIGKILL of the
  * process that applied them. Each test uses a fresh database file in its
  * own directory below a mkdtemp directory that the case's unchecked fixture
  * removes, pass or fail.
@@ -846,6 +848,237 @@ START_TEST(acknowledged_units_survive_a_sigkill)
 }
 END_TEST
 
+/* Applies units[0..n) with ledger_db_apply_batch; the call must return 0. */
+static void apply_batch_ok(struct ledger_db *db, const struct ledger_unit *units, size_t n,
+                           struct ledger_result *res)
+{
+    ck_assert_int_eq(ledger_db_apply_batch(db, units, n, res), 0);
+}
+
+START_TEST(apply_batch_gives_each_unit_its_own_result)
+{
+    bool group = _i == 1;
+    char path[256];
+    struct ledger_db *db;
+    struct ledger_db_stats before;
+    struct ledger_db_stats after;
+    struct ledger_op t12 = op_of(OLTP_OP_TRANSFER, 1, 2, 30);
+    struct ledger_op dep_overdraw[2] = {op_of(OLTP_OP_DEPOSIT, 3, 0, 5),
+                                        op_of(OLTP_OP_WITHDRAW, 3, 0, 1000)};
+    struct ledger_op t21 = op_of(OLTP_OP_TRANSFER, 2, 1, 130);
+    struct ledger_op no_account = op_of(OLTP_OP_DEPOSIT, 99, 0, 1);
+    struct ledger_op bad_amount = op_of(OLTP_OP_WITHDRAW, 4, 0, 0);
+    struct ledger_op reopen = op_of(OLTP_OP_OPEN, 1, 0, 0);
+    struct ledger_op in_out[2] = {op_of(OLTP_OP_DEPOSIT, 4, 0, 7),
+                                  op_of(OLTP_OP_WITHDRAW, 4, 0, 7)};
+    const struct ledger_unit units[] = {
+        {&t12, 1},        {dep_overdraw, 2}, {&t21, 1},   {&no_account, 1},
+        {&bad_amount, 1}, {&reopen, 1},      {in_out, 2},
+    };
+    struct ledger_result res[7];
+    int64_t sum;
+    uint64_t accounts;
+    uint64_t negative;
+
+    if (!fresh_url(path, sizeof(path)))
+        return;
+    db = open_db(path, group);
+    open_accounts(db, 4, 100);
+    ledger_db_stats(db, &before);
+    apply_batch_ok(db, units, 7, res);
+    /* In array order: the second transfer spends what the first brought. */
+    ck_assert_uint_eq(res[0].status, OLTP_ST_OK);
+    ck_assert_int_eq(res[0].balance, 70);
+    ck_assert_uint_eq(res[1].status, OLTP_ST_INSUFFICIENT);
+    ck_assert_uint_eq(res[1].failed_op, 1);
+    ck_assert_uint_eq(res[2].status, OLTP_ST_OK);
+    ck_assert_int_eq(res[2].balance, 0);
+    ck_assert_uint_eq(res[3].status, OLTP_ST_NO_ACCOUNT);
+    ck_assert_uint_eq(res[4].status, OLTP_ST_BAD_AMOUNT);
+    ck_assert_uint_eq(res[4].failed_op, 0);
+    ck_assert_uint_eq(res[5].status, OLTP_ST_EXISTS);
+    ck_assert_uint_eq(res[6].status, OLTP_ST_OK);
+    ck_assert_int_eq(res[6].balance, 100);
+    /* The failing units left nothing (3's deposit undone with its unit),
+     * their neighbours everything. */
+    ck_assert_int_eq(balance_of(db, 1), 200);
+    ck_assert_int_eq(balance_of(db, 2), 0);
+    ck_assert_int_eq(balance_of(db, 3), 100);
+    ck_assert_int_eq(balance_of(db, 4), 100);
+    ck_assert_int_eq(ledger_db_totals(db, &sum, &accounts, &negative), 0);
+    ck_assert_int_eq(sum, 400);
+    ck_assert_uint_eq(accounts, 4);
+    ck_assert_uint_eq(history_len(db, 3), 1);
+    ck_assert_uint_eq(history_len(db, 4), 3);
+    ledger_db_stats(db, &after);
+    /* The bad amount never reaches the database. */
+    ck_assert_uint_eq(after.units - before.units, 6);
+    if (group) {
+        /* One caller alone: all its units in one commit. */
+        ck_assert_uint_eq(after.commits - before.commits, 1);
+        ck_assert_uint_ge(after.max_batch, 6);
+    } else {
+        /* A unit of its own each; the failing ones roll back, no commit. */
+        ck_assert_uint_eq(after.commits - before.commits, 3);
+        ck_assert_uint_eq(after.max_batch, 1);
+    }
+    ledger_db_close(db);
+}
+END_TEST
+
+START_TEST(apply_batch_rejects_n_of_0_and_over_max_batch)
+{
+    struct ledger_db_config cfg = {.group_commit = _i == 1, .max_batch = 4};
+    char path[256];
+    struct ledger_db *db;
+    struct ledger_op dep = op_of(OLTP_OP_DEPOSIT, 1, 0, 1);
+    struct ledger_op many[OLTP_MAX_SESSION_OPS + 1];
+    struct ledger_unit units[5];
+    struct ledger_result res[5];
+
+    fresh_path(path, sizeof(path));
+    cfg.url = path;
+    ck_assert_int_eq(ledger_db_open(&db, &cfg), 0);
+    ck_assert_uint_eq(apply1(db, op_of(OLTP_OP_OPEN, 1, 0, 0), NULL), OLTP_ST_OK);
+    for (size_t i = 0; i < 5; i++)
+        units[i] = (struct ledger_unit){&dep, 1};
+    for (size_t i = 0; i <= OLTP_MAX_SESSION_OPS; i++)
+        many[i] = dep;
+    ck_assert_int_eq(ledger_db_apply_batch(db, units, 0, res), -EINVAL);
+    memset(res, 0, sizeof(res));
+    ck_assert_int_eq(ledger_db_apply_batch(db, units, 5, res), -EINVAL);
+    for (size_t i = 0; i < 5; i++)
+        ck_assert_uint_eq(res[i].status, OLTP_ST_INTERNAL);
+    /* A unit out of range spoils the whole call, before anything runs. */
+    units[2] = (struct ledger_unit){many, 0};
+    ck_assert_int_eq(ledger_db_apply_batch(db, units, 3, res), -EINVAL);
+    units[2] = (struct ledger_unit){many, OLTP_MAX_SESSION_OPS + 1};
+    ck_assert_int_eq(ledger_db_apply_batch(db, units, 3, res), -EINVAL);
+    ck_assert_int_eq(balance_of(db, 1), 0);
+    /* The bound itself is accepted. */
+    units[2] = (struct ledger_unit){many, OLTP_MAX_SESSION_OPS};
+    apply_batch_ok(db, units, 4, res);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert_uint_eq(res[i].status, OLTP_ST_OK);
+    ck_assert_int_eq(balance_of(db, 1), 3 + OLTP_MAX_SESSION_OPS);
+    ledger_db_close(db);
+}
+END_TEST
+
+#define BT_BATCHERS 4
+#define BT_SINGLES  4
+#define BT_ROUNDS   10
+#define BT_UNITS    16
+#define BT_MAX      20                /* the db's max_batch: a batcher's 16 and a few singles */
+#define BT_OVERDRAW 7                 /* the unit of each batch that overdraws an empty account */
+#define BT_EMPTY    (GC_ACCOUNTS + 1) /* + the thread's index: opened with 0 */
+
+struct bt_arg {
+    struct ledger_db *db;
+    uint32_t id;
+    bool batcher;
+    unsigned wrong; /* results other than expected */
+};
+
+static struct ledger_op bt_transfer(struct bt_arg *a, unsigned *seed, uint32_t i)
+{
+    uint64_t from = 1 + (uint64_t)rand_r(seed) % GC_ACCOUNTS;
+    uint64_t to = 1 + (from + (uint64_t)rand_r(seed) % (GC_ACCOUNTS - 1)) % GC_ACCOUNTS;
+    struct ledger_op op = op_of(OLTP_OP_TRANSFER, from, to, 1 + rand_r(seed) % 100);
+
+    key_of(op.key, a->id, i);
+    return op;
+}
+
+static void *bt_main(void *p)
+{
+    struct bt_arg *a = p;
+    unsigned seed = a->id * 7919u + 1;
+    uint32_t k = 0;
+
+    for (int r = 0; r < BT_ROUNDS; r++) {
+        struct ledger_op ops[BT_UNITS];
+        struct ledger_unit units[BT_UNITS];
+        struct ledger_result res[BT_UNITS];
+        size_t n = a->batcher ? BT_UNITS : 1;
+
+        for (size_t i = 0; i < n; i++) {
+            ops[i] = bt_transfer(a, &seed, k++);
+            units[i] = (struct ledger_unit){&ops[i], 1};
+        }
+        if (a->batcher) {
+            ops[BT_OVERDRAW] = op_of(OLTP_OP_TRANSFER, BT_EMPTY + a->id, 1, 1);
+            if (ledger_db_apply_batch(a->db, units, n, res) != 0) {
+                a->wrong++;
+                continue;
+            }
+        } else if (ledger_db_apply(a->db, ops, 1, res) != 0) {
+            a->wrong++;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint16_t want = a->batcher && i == BT_OVERDRAW ? OLTP_ST_INSUFFICIENT : OLTP_ST_OK;
+
+            a->wrong += res[i].status != want;
+        }
+    }
+    return NULL;
+}
+
+/* Batches of 16 (one unit failing in each) from 4 threads while 4 others
+ * apply single units: every result as expected, the sum kept, and no
+ * commit over max_batch. */
+START_TEST(apply_batch_runs_beside_other_callers)
+{
+    struct ledger_db_config cfg = {.group_commit = _i == 1, .max_batch = BT_MAX};
+    char path[256];
+    struct ledger_db *db;
+    pthread_t th[BT_BATCHERS + BT_SINGLES];
+    struct bt_arg args[BT_BATCHERS + BT_SINGLES];
+    struct ledger_db_stats st;
+    int64_t sum;
+    uint64_t accounts;
+    uint64_t negative;
+    uint64_t units = 1 + BT_BATCHERS + BT_ROUNDS * (BT_BATCHERS * BT_UNITS + BT_SINGLES);
+    uint64_t failing = BT_BATCHERS * BT_ROUNDS;
+
+    if (!fresh_url(path, sizeof(path)))
+        return;
+    cfg.url = path;
+    ck_assert_int_eq(ledger_db_open(&db, &cfg), 0);
+    open_accounts(db, GC_ACCOUNTS, GC_INITIAL);
+    for (uint32_t t = 0; t < BT_BATCHERS; t++)
+        ck_assert_uint_eq(apply1(db, op_of(OLTP_OP_OPEN, BT_EMPTY + t, 0, 0), NULL), OLTP_ST_OK);
+    for (uint32_t t = 0; t < BT_BATCHERS + BT_SINGLES; t++) {
+        args[t] = (struct bt_arg){.db = db, .id = t, .batcher = t < BT_BATCHERS};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, bt_main, &args[t]), 0);
+    }
+    for (int t = 0; t < BT_BATCHERS + BT_SINGLES; t++) {
+        ck_assert_int_eq(pthread_join(th[t], NULL), 0);
+        ck_assert_uint_eq(args[t].wrong, 0);
+    }
+    ck_assert_int_eq(ledger_db_totals(db, &sum, &accounts, &negative), 0);
+    ck_assert_int_eq(sum, (int64_t)GC_ACCOUNTS * GC_INITIAL);
+    ck_assert_uint_eq(accounts, GC_ACCOUNTS + BT_BATCHERS);
+    ck_assert_uint_eq(negative, 0);
+    for (uint32_t t = 0; t < BT_BATCHERS; t++)
+        ck_assert_uint_eq(history_len(db, BT_EMPTY + t), 0);
+    ledger_db_stats(db, &st);
+    ck_assert_uint_eq(st.units, units);
+    if (_i == 1) {
+        /* A batcher's units share one commit, so at most 1 + 4 * 10 + 4 *
+         * 10 + 4 commits; fewer when callers met. */
+        ck_assert_uint_le(st.commits, 1 + BT_BATCHERS + BT_ROUNDS * (BT_BATCHERS + BT_SINGLES));
+        ck_assert_uint_ge(st.max_batch, BT_UNITS);
+        ck_assert_uint_le(st.max_batch, BT_MAX);
+    } else {
+        ck_assert_uint_eq(st.commits, units - failing);
+        ck_assert_uint_eq(st.max_batch, 1);
+    }
+    ledger_db_close(db);
+}
+END_TEST
+
 Suite *ledger_db_suite(void);
 Suite *ledger_db_suite(void)
 {
@@ -864,6 +1097,9 @@ Suite *ledger_db_suite(void)
     tcase_add_test(tc, a_new_thread_reuses_the_connection_of_an_exited_one);
     tcase_add_loop_test(tc, group_commit_shares_commits_between_threads, 0, 2);
     tcase_add_test(tc, a_failing_unit_does_not_disturb_its_batch);
+    tcase_add_loop_test(tc, apply_batch_gives_each_unit_its_own_result, 0, 2);
+    tcase_add_loop_test(tc, apply_batch_rejects_n_of_0_and_over_max_batch, 0, 2);
+    tcase_add_loop_test(tc, apply_batch_runs_beside_other_callers, 0, 2);
     tcase_add_test(tc, acknowledged_units_survive_a_sigkill);
     suite_add_tcase(s, tc);
 #ifdef CR_HAVE_LIBPQ
@@ -875,6 +1111,8 @@ Suite *ledger_db_suite(void)
     tcase_add_loop_test(tc, a_keyed_op_is_applied_once, 0, 2);
     tcase_add_loop_test(tc, group_commit_shares_commits_between_threads, 0, 2);
     tcase_add_test(tc, a_failing_unit_does_not_disturb_its_batch);
+    tcase_add_loop_test(tc, apply_batch_gives_each_unit_its_own_result, 0, 2);
+    tcase_add_loop_test(tc, apply_batch_runs_beside_other_callers, 0, 2);
     suite_add_tcase(s, tc);
 #endif
     return s;
