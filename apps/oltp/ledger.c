@@ -5,6 +5,17 @@
  * (group commit lets the blocked threads share one fsync), and only then
  * encodes the reply, so no reply ever announces what a crash could undo.
  *
+ * A model calls input() for one connection on one thread at a time, so a
+ * connection that pipelines its writes - the gateway's, carrying many
+ * clients' requests - would get one commit per write, its group commit
+ * capped at one unit. input() therefore gathers the consecutive whole
+ * frames that are session-less single writes (a run, up to RUN_MAX) and
+ * applies them with one ledger_db_apply_batch: each still its own atomic
+ * unit with its own reply, all of them in one group commit. Any other frame
+ * ends the run: the run is applied and answered first, then the frame, so
+ * replies keep the order of the requests and a read sees the writes sent
+ * before it.
+ *
  * What one process owns - the database handle, the session table and the
  * sweeper thread that collects idle sessions - lives in a struct
  * ledger_proc. Under the process models (cfg.process_model) the master has
@@ -39,6 +50,13 @@
 /* Stop decoding pipelined frames once this much output waits: the model
  * calls again with the rest when it has drained below its high-water mark. */
 #define OUTPUT_BATCH (64 * 1024)
+/* Most writes one run gathers. Far under OUTPUT_BATCH in replies, and
+ * within the batch ledger_db_apply_batch accepts (the ledger opens its
+ * database with the default max_batch). */
+#define RUN_MAX 64
+/* The largest reply of a single write: the status and a balance. */
+#define WRITE_REPLY_MAX (OLTP_HEADER_SIZE + 2 + 8)
+_Static_assert(RUN_MAX <= LEDGER_DB_MAX_BATCH_DEFAULT, "a run must fit one ledger_db batch");
 /* Bounds on the sweeper's period (a quarter of the session timeout). */
 #define SWEEP_MIN_MS 10
 #define SWEEP_MAX_MS 1000
@@ -47,6 +65,16 @@
 struct session_ctx {
     unsigned n;
     struct ledger_op ops[OLTP_MAX_SESSION_OPS];
+};
+
+/* The writes gathered by one input() call (see the top of the file), on
+ * its stack: units[i] points at ops[i]. */
+struct run {
+    size_t n;
+    uint64_t ids[RUN_MAX];
+    struct ledger_op ops[RUN_MAX];
+    struct ledger_unit units[RUN_MAX];
+    struct ledger_result res[RUN_MAX];
 };
 
 /* What one process owns (see the top of the file). */
@@ -246,8 +274,6 @@ static uint16_t begin(struct ledger *l, struct oltp_reply *rp)
 /* A request without a session. */
 static uint16_t run_plain(struct ledger *l, const struct oltp_req *r, struct oltp_reply *rp)
 {
-    struct ledger_op op;
-    uint16_t st;
     int err;
 
     switch (r->op) {
@@ -255,10 +281,9 @@ static uint16_t run_plain(struct ledger *l, const struct oltp_req *r, struct olt
     case OLTP_OP_DEPOSIT:
     case OLTP_OP_WITHDRAW:
     case OLTP_OP_TRANSFER:
-        to_op(r, &op);
-        st = apply(l, &op, 1, &rp->balance);
-        count(&l->writes);
-        return st;
+        /* A valid one is always gathered into a run (is_run_write). */
+        assert(!"a session-less write outside a run");
+        return OLTP_ST_INTERNAL;
     case OLTP_OP_BALANCE:
         err = ledger_db_balance(l->proc->db, r->account, &rp->balance);
         break;
@@ -369,6 +394,64 @@ static int serve(struct ledger *l, struct cr_conn *c, const struct oltp_req *r, 
     return send_reply(l, c, &rp);
 }
 
+/* A frame (status: the decoder's) that joins a run: a valid single write
+ * outside any session. */
+static bool is_run_write(const struct oltp_req *r, uint16_t status)
+{
+    if (status != OLTP_ST_OK || r->session != 0)
+        return false;
+    switch (r->op) {
+    case OLTP_OP_OPEN:
+    case OLTP_OP_DEPOSIT:
+    case OLTP_OP_WITHDRAW:
+    case OLTP_OP_TRANSFER:
+        return oltp_req_check(r) == OLTP_ST_OK;
+    default:
+        return false;
+    }
+}
+
+static void run_add(struct run *run, const struct oltp_req *r)
+{
+    size_t i = run->n++;
+
+    assert(i < RUN_MAX);
+    run->ids[i] = r->id;
+    to_op(r, &run->ops[i]);
+    run->units[i] = (struct ledger_unit){.ops = &run->ops[i], .nops = 1};
+}
+
+/* Applies the run's writes (returning once all are durable or failed) and
+ * queues their replies in order; empties the run. 0 or -ENOMEM. */
+static int run_flush(struct ledger *l, struct cr_conn *c, struct run *run)
+{
+    size_t n = run->n;
+    int err;
+
+    if (n == 0)
+        return 0;
+    run->n = 0;
+    /* -EIO leaves OLTP_ST_INTERNAL in the results of the units it cost,
+     * which is their reply; the others have their own. -EINVAL would be
+     * a run out of the bounds checked above. */
+    err = ledger_db_apply_batch(l->proc->db, run->units, n, run->res);
+    assert(err == 0 || err == -EIO);
+    for (size_t i = 0; i < n; i++) {
+        struct oltp_reply rp = {
+            .op = run->ops[i].op,
+            .id = run->ids[i],
+            .status = run->res[i].status,
+            .balance = run->res[i].balance,
+        };
+
+        count(&l->writes);
+        err = send_reply(l, c, &rp);
+        if (err < 0)
+            return err;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------------------ the service */
 
 static int ledger_open(void *ctx, struct cr_conn *c, void **state)
@@ -383,33 +466,52 @@ static int ledger_open(void *ctx, struct cr_conn *c, void **state)
 static ssize_t ledger_input(void *ctx, void *state, struct cr_conn *c, const char *data, size_t len)
 {
     struct ledger *l = ctx;
+    struct run run;
     size_t used = 0;
+    int err;
 
     CR_UNUSED(state);
+    run.n = 0;
+    /* used counts the frames of the run too: it is flushed before every
+     * return. */
     while (used < len) {
         struct oltp_req r;
         uint16_t status;
         ssize_t n;
-        int err;
 
-        if (used > 0 && cr_conn_pending(c) >= OUTPUT_BATCH)
+        /* The run's replies are not queued yet, but will be. */
+        if (used > 0 && cr_conn_pending(c) + run.n * WRITE_REPLY_MAX >= OUTPUT_BATCH)
             break;
         n = oltp_req_decode(data + used, len - used, &r, &status);
         if (n == -EAGAIN)
             break;
         if (n < 0) {
             /* Not our protocol, or a frame longer than any of ours: what
-             * follows cannot be delimited. The replies queued before it
-             * still go out. */
+             * follows cannot be delimited. The writes before it are
+             * applied and their replies, like those queued before, still
+             * go out. */
             CR_LOG(CR_LOG_DEBUG, "unusable frame; closing the connection");
+            err = run_flush(l, c, &run);
+            if (err < 0)
+                return err;
             cr_conn_close_after_flush(c);
             return -EBADMSG;
         }
-        err = serve(l, c, &r, status);
+        used += (size_t)n;
+        if (is_run_write(&r, status)) {
+            run_add(&run, &r);
+            err = run.n == RUN_MAX ? run_flush(l, c, &run) : 0;
+        } else {
+            err = run_flush(l, c, &run);
+            if (err == 0)
+                err = serve(l, c, &r, status);
+        }
         if (err < 0)
             return err;
-        used += (size_t)n;
     }
+    err = run_flush(l, c, &run);
+    if (err < 0)
+        return err;
     cr_conn_set_input_timeout(c, l->cfg.idle_timeout_ms);
     return (ssize_t)used;
 }

@@ -7,9 +7,12 @@
  * durable, and only then is its reply queued.
  *
  * Requests without a session: OPEN, DEPOSIT, WITHDRAW, TRANSFER are one
- * atomic unit each (ledger_db_apply); BALANCE and HISTORY read; PING
- * answers OK. BEGIN creates a session and answers with its id in the
- * header's session field.
+ * atomic unit each; BALANCE and HISTORY read; PING answers OK. BEGIN
+ * creates a session and answers with its id in the header's session field.
+ * Such writes pipelined on one connection (consecutive frames, up to 64)
+ * are applied by one ledger_db_apply_batch, so they share a group commit as
+ * writes of different connections do; each keeps its own outcome, and every
+ * reply follows its request's order on the connection.
  *
  * Requests with a session (header field != 0): DEPOSIT, WITHDRAW and
  * TRANSFER are queued in the session (QUEUED; TOO_LARGE past
@@ -68,8 +71,8 @@ struct ledger_stats {
     uint64_t session_aborts;  /* ABORTs, and COMMITs refused by the database */
     uint64_t expired;         /* sessions collected idle */
     unsigned live_sessions;   /* sessions held now */
-    uint64_t units;           /* ledger_db_stats: units and database commits */
-    uint64_t commits;
+    uint64_t units;           /* ledger_db_stats: units, database commits, */
+    uint64_t commits;         /* and the most units one commit carried */
     uint64_t max_batch;
 };
 

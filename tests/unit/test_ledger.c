@@ -3,14 +3,14 @@
  * driven through a cr_server (model lf, 4 threads) on 127.0.0.1:0 in this
  * process, over a SQLite database in a temporary directory: every op and
  * its statuses through a real socket; 100 pipelined frames in one write
- * answered with their ids; malformed, unknown and oversized frames (an
- * error reply and the stream goes on, or a close); sessions: a commit
- * applies its ops at once and atomically, an abort nothing, a session
- * continues on other connections, 64 sessions interleave over 4 workers,
- * the op limit, ops refused inside a session, a session busy while its
- * commit runs (the database held by the test), BEGIN beyond the session
- * cap, a PING keeping a session alive; an abandoned session expires
- * with no request arriving (the sweeper), and the idle connection timeout.
+ * answered with their ids; 100 pipelined transfers of one connection
+ * answered in order in fewer commits, an overdraft among them refused alone; malformed, unknown and
+ * oversized frames (an error reply and the stream goes on, or a close); sessions: a commit applies
+ * its ops at once and atomically, an abort nothing, a session continues on other connections, 64
+ * sessions interleave over 4 workers, the op limit, ops refused inside a session, a session busy
+ * while its commit runs (the database held by the test), BEGIN beyond the session cap, a PING
+ * keeping a session alive; an abandoned session expires with no request arriving (the sweeper), and
+ * the idle connection timeout.
  */
 #include <cabrank/server.h>
 
@@ -296,6 +296,79 @@ START_TEST(pipelined_frames_are_answered_with_their_ids)
         }
         ck_assert_int_eq(balance_of(&c, 5), want);
     }
+    cl_close(&c);
+    fx_finish(&f);
+    free(buf);
+}
+END_TEST
+
+/*
+ * 100 transfers pipelined in one write on one connection, with a BALANCE
+ * among them and an overdraft in the middle: every transfer answered in
+ * order with its id and the balance it left (so applied in order), the
+ * overdraft INSUFFICIENT while its neighbours go through, the BALANCE
+ * seeing the transfers before it, and far fewer commits than transfers:
+ * the connection's writes share group commits.
+ */
+START_TEST(pipelined_writes_of_one_connection_share_commits)
+{
+    enum { N = 100, FAIL_AT = 50, BALANCE_AT = 70, AMOUNT = 10, INITIAL = 1000 };
+    struct fixture f;
+    struct client c;
+    unsigned char *buf = malloc((N + 1) * OLTP_MAX_FRAME);
+    struct ledger_stats before;
+    struct ledger_stats after;
+    int64_t want = INITIAL;
+    size_t len = 0;
+
+    ck_assert_ptr_nonnull(buf);
+    fx_start(&f);
+    cl_open(&c, f.port);
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_OPEN, 1, 0, 1, 0, 0, 0)), OLTP_ST_OK);
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_OPEN, 2, 0, 2, 0, 0, 0)), OLTP_ST_OK);
+    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_DEPOSIT, 3, 0, 1, 0, INITIAL, 3)), OLTP_ST_OK);
+    ledger_stats(f.l, &before);
+    for (unsigned i = 0; i < N; i++) {
+        int64_t amount = i == FAIL_AT ? INITIAL * 10 : AMOUNT;
+        struct oltp_req r = mk(OLTP_OP_TRANSFER, 5000 + i, 0, 1, 2, amount, 100 + i);
+
+        if (i == BALANCE_AT) {
+            struct oltp_req b = mk(OLTP_OP_BALANCE, 4000, 0, 1, 0, 0, 0);
+
+            len += oltp_req_encode(&b, buf + len, OLTP_MAX_FRAME);
+        }
+        len += oltp_req_encode(&r, buf + len, OLTP_MAX_FRAME);
+    }
+    cl_send_raw(&c, buf, len);
+    for (unsigned i = 0; i < N; i++) {
+        struct oltp_reply rp;
+
+        if (i == BALANCE_AT) {
+            ck_assert_int_eq(cl_reply(&c, &rp), 0);
+            ck_assert_uint_eq(rp.id, 4000);
+            ck_assert_uint_eq(rp.status, OLTP_ST_OK);
+            ck_assert_int_eq(rp.balance, want);
+        }
+        ck_assert_int_eq(cl_reply(&c, &rp), 0);
+        ck_assert_uint_eq(rp.id, 5000 + i);
+        ck_assert_uint_eq(rp.op, OLTP_OP_TRANSFER);
+        if (i == FAIL_AT) {
+            ck_assert_uint_eq(rp.status, OLTP_ST_INSUFFICIENT);
+            continue;
+        }
+        want -= AMOUNT;
+        ck_assert_uint_eq(rp.status, OLTP_ST_OK);
+        ck_assert_int_eq(rp.balance, want);
+    }
+    ck_assert_int_eq(balance_of(&c, 1), INITIAL - (N - 1) * AMOUNT);
+    ck_assert_int_eq(balance_of(&c, 2), (N - 1) * AMOUNT);
+    ledger_stats(f.l, &after);
+    ck_assert_uint_eq(after.writes - before.writes, N);
+    ck_assert_uint_eq(after.units - before.units, N);
+    /* One commit per transfer without the runs; with them, one per run
+     * (64 at most: 2 when the write arrives whole). */
+    ck_assert_uint_lt(after.commits - before.commits, N);
+    ck_assert_uint_gt(after.max_batch, 1);
     cl_close(&c);
     fx_finish(&f);
     free(buf);
@@ -758,6 +831,7 @@ Suite *ledger_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, each_op_answers_with_its_status);
     tcase_add_test(tc, pipelined_frames_are_answered_with_their_ids);
+    tcase_add_test(tc, pipelined_writes_of_one_connection_share_commits);
     tcase_add_test(tc, bad_frames_get_an_error_reply_or_a_close);
     tcase_add_test(tc, session_commit_applies_its_ops_atomically);
     tcase_add_test(tc, session_abort_applies_nothing);
