@@ -17,13 +17,12 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
+#include "../common/options.h"
 #include "access_log.h"
 #include "http_service.h"
 
-#include <assert.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +31,7 @@
 #include <unistd.h>
 
 #define PROG           "cabrank-httpd"
-#define EXIT_USAGE     2
+#define EXIT_USAGE     OPTS_EXIT_USAGE
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_ROOT   "./www"
 #define DEFAULT_MIME   "/etc/mime.types"
@@ -82,37 +81,6 @@ struct app {
     struct access_log *log;
 };
 
-/* How an option's value is read and where it goes (a field of struct
- * options at off, size bytes). */
-enum opt_kind {
-    OPT_NUM,     /* an integer in [min, max] */
-    OPT_SECONDS, /* seconds, fractions allowed, into a uint64_t of milliseconds */
-    OPT_FLAG,    /* no value (or yes/no after '='), into a bool */
-    OPT_STRING,  /* any value, kept as const char * */
-    OPT_CHOICE,  /* one of choices(), kept as const char * */
-    OPT_SPECIAL, /* set_special() */
-};
-
-/*
- * One option, for every place that knows options: the command line, the
- * --config file, --help and the re-read at SIGHUP. The name is the flag's
- * without the leading "--" and the file's; arg and help make its --help
- * lines ('\n' in help continues under the column).
- */
-struct opt_def {
-    const char *name;
-    enum opt_kind kind;
-    enum scope scope;
-    size_t off;
-    size_t size;
-    unsigned long long min;
-    unsigned long long max;
-    const char *const *(*choices)(void);
-    bool help_lists; /* --help says the choices before help */
-    const char *arg;
-    const char *help;
-};
-
 static const char *const *accept_locks(void)
 {
     static const char *const list[] = {"pthread", "fcntl", "none", "reuseport", NULL};
@@ -134,35 +102,39 @@ static const char *const *async_engines(void)
     return list;
 }
 
-#define FIELD(f) .off = offsetof(struct options, f), .size = sizeof(((struct options *)0)->f)
+#define FIELD(f) OPTS_FIELD(struct options, f)
 #define NUM(nm, sc, f, lo, hi, a, h)                                                               \
     {                                                                                              \
-        .name = nm, .kind = OPT_NUM, .scope = sc, FIELD(f), .min = lo, .max = hi, .arg = a,        \
+        .name = nm, .kind = OPTS_NUM, .scope = sc, FIELD(f), .min = lo, .max = hi, .arg = a,       \
         .help = h                                                                                  \
     }
 #define SECONDS(nm, sc, f, h)                                                                      \
     {                                                                                              \
-        .name = nm, .kind = OPT_SECONDS, .scope = sc, FIELD(f), .arg = "SECS", .help = h           \
+        .name = nm, .kind = OPTS_SECONDS, .scope = sc, FIELD(f), .arg = "SECS", .help = h          \
     }
 #define FLAG(nm, sc, f, h)                                                                         \
     {                                                                                              \
-        .name = nm, .kind = OPT_FLAG, .scope = sc, FIELD(f), .help = h                             \
+        .name = nm, .kind = OPTS_FLAG, .scope = sc, FIELD(f), .help = h                            \
     }
 #define STRING(nm, sc, f, a, h)                                                                    \
     {                                                                                              \
-        .name = nm, .kind = OPT_STRING, .scope = sc, FIELD(f), .arg = a, .help = h                 \
+        .name = nm, .kind = OPTS_STRING, .scope = sc, FIELD(f), .arg = a, .help = h                \
     }
 #define CHOICE(nm, sc, f, list, a, h)                                                              \
     {                                                                                              \
-        .name = nm, .kind = OPT_CHOICE, .scope = sc, FIELD(f), .choices = list, .arg = a,          \
+        .name = nm, .kind = OPTS_CHOICE, .scope = sc, FIELD(f), .choices = list, .arg = a,         \
         .help = h                                                                                  \
     }
 #define SPECIAL(nm, sc, a, h)                                                                      \
     {                                                                                              \
-        .name = nm, .kind = OPT_SPECIAL, .scope = sc, .arg = a, .help = h                          \
+        .name = nm, .kind = OPTS_SPECIAL, .scope = sc, .arg = a, .help = h                         \
     }
 
-static const struct opt_def opt_defs[] = {
+/*
+ * One option, for every place that knows options: the command line, the
+ * --config file, --help and the re-read at SIGHUP (which reads scope).
+ */
+static const struct opts_def opt_defs[] = {
     SPECIAL("config", SCOPE_START, "FILE",
             "read options from FILE: one \"name value\" a line,\n"
             "names as the flags' without \"--\", # comments;\n"
@@ -172,7 +144,7 @@ static const struct opt_def opt_defs[] = {
             "127.0.0.1:8080, [::1]:8080, [::]:80, *:80, :80"),
     STRING("root", SCOPE_SERVICE, http.root, "DIR", "document root (default " DEFAULT_ROOT ")"),
     {.name = "model",
-     .kind = OPT_CHOICE,
+     .kind = OPTS_CHOICE,
      .scope = SCOPE_SERVER,
      FIELD(server.model),
      .choices = cr_server_models,
@@ -245,64 +217,26 @@ static const struct opt_def opt_defs[] = {
 };
 _Static_assert(sizeof(opt_defs) / sizeof(opt_defs[0]) == NOPTS, "NOPTS: the entries of opt_defs");
 
-static bool in_list(const char *const *list, const char *name)
-{
-    for (; *list != NULL; list++) {
-        if (strcmp(*list, name) == 0)
-            return true;
-    }
-    return false;
-}
+static opts_special_fn set_special;
 
-/* "a, b, c" of a NULL-terminated list, into buf. */
-static const char *joined(const char *const *list, char *buf, size_t cap)
-{
-    size_t n = 0;
-
-    buf[0] = '\0';
-    for (; *list != NULL; list++) {
-        int k = snprintf(buf + n, cap - n, "%s%s", n ? ", " : "", *list);
-
-        if (k < 0 || (size_t)k >= cap - n)
-            break;
-        n += (size_t)k;
-    }
-    return buf;
-}
-
-/* Prints s, each '\n' followed by the help column's indent. */
-static void put_help(FILE *f, const char *s)
-{
-    for (; *s != '\0'; s++) {
-        fputc(*s, f);
-        if (*s == '\n')
-            fprintf(f, "%33s", "");
-    }
-}
+static const struct opts_table opt_table = {
+    .defs = opt_defs,
+    .ndefs = NOPTS,
+    .special = set_special,
+    .width = 30,
+    .version = true,
+};
 
 /* --help: the options from opt_defs. */
 static void usage(FILE *f)
 {
-    char list[256];
-
     fputs("usage: " PROG " [options]\n"
           "Serves the files beneath --root over HTTP/1.1 under a chosen concurrency model.\n"
           "Every option takes its value as --flag VALUE or --flag=VALUE; times are seconds\n"
           "(fractions allowed).\n"
           "\n",
           f);
-    for (size_t i = 0; i < NOPTS; i++) {
-        const struct opt_def *d = &opt_defs[i];
-        char flag[64];
-
-        snprintf(flag, sizeof(flag), "--%s%s%s", d->name, d->arg != NULL ? " " : "",
-                 d->arg != NULL ? d->arg : "");
-        fprintf(f, "  %-30s %s", flag, strlen(flag) > 30 ? " " : "");
-        if (d->help_lists)
-            fprintf(f, "%s ", joined(d->choices(), list, sizeof(list)));
-        put_help(f, d->help);
-        fputc('\n', f);
-    }
+    opts_print_help(f, &opt_table);
     fputs("  --help                         this text\n"
           "  --version                      the version\n"
           "\n"
@@ -312,76 +246,6 @@ static void usage(FILE *f)
           "while the old ones finish; under the thread models it reopens the logs and applies\n"
           "--log-level and --error-log; what it cannot apply is logged.\n",
           f);
-}
-
-/* One line on stderr, exit status 2. */
-__attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, PROG ": %s (see --help)\n", msg);
-    exit(EXIT_USAGE);
-}
-
-/* Where a parse error is described; at start it becomes the usage line,
- * at SIGHUP a log record. */
-struct err {
-    char msg[400];
-};
-
-__attribute__((format(printf, 2, 3))) static int fail(struct err *e, const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-    va_end(ap);
-    return -EINVAL;
-}
-
-static int parse_uint(const char *name, const char *v, unsigned long long min,
-                      unsigned long long max, unsigned long long *out, struct err *e)
-{
-    char *end;
-    unsigned long long n;
-
-    errno = 0;
-    if (v[0] < '0' || v[0] > '9')
-        return fail(e, "--%s wants a number, not '%s'", name, v);
-    n = strtoull(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < min || n > max)
-        return fail(e, "--%s: '%s' is not a number in range", name, v);
-    *out = n;
-    return 0;
-}
-
-/* Seconds, fractions allowed, into milliseconds (at least 1). */
-static int parse_seconds(const char *name, const char *v, uint64_t *out, struct err *e)
-{
-    char *end;
-    double s;
-
-    errno = 0;
-    if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.'))
-        return fail(e, "--%s wants seconds, not '%s'", name, v);
-    s = strtod(v, &end);
-    if (errno != 0 || *end != '\0' || !(s > 0) || s > 86400.0 * 365)
-        return fail(e, "--%s: '%s' is not a positive number of seconds", name, v);
-    *out = s * 1000 < 1 ? 1 : (uint64_t)(s * 1000 + 0.5);
-    return 0;
-}
-
-static const struct opt_def *find_opt(const char *name, size_t len)
-{
-    for (size_t i = 0; i < NOPTS; i++) {
-        if (strlen(opt_defs[i].name) == len && memcmp(opt_defs[i].name, name, len) == 0)
-            return &opt_defs[i];
-    }
-    return NULL;
 }
 
 static void defaults(struct options *o)
@@ -428,9 +292,11 @@ static const char *keep(struct options *o, const char *s, size_t len)
 
 /* The options that are more than a field: repeatable, mapped to an enum,
  * checked apart, or the command line's only. */
-static int set_special(struct options *o, const struct opt_def *d, const char *v, bool from_argv,
-                       struct err *e)
+static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
+                       struct opts_err *e)
 {
+    struct options *o = obj;
+    bool from_argv = *(const bool *)arg;
     const char *n = d->name;
 
     if (strcmp(n, "listen") == 0) {
@@ -438,14 +304,14 @@ static int set_special(struct options *o, const struct opt_def *d, const char *v
         socklen_t len;
 
         if (cr_listener_parse(v, &ss, &len) < 0)
-            return fail(e, "bad address '%s': numeric, with a port", v);
+            return opts_fail(e, "bad address '%s': numeric, with a port", v);
         if (from_argv && !o->listen_from_argv) {
             o->listen_from_argv = true; /* the command line wins over the file */
             o->nlisten = 0;
             o->listen_hash = 0;
         }
         if (o->nlisten == CR_SERVER_MAX_LISTEN)
-            return fail(e, "at most %d --listen", CR_SERVER_MAX_LISTEN);
+            return opts_fail(e, "at most %d --listen", CR_SERVER_MAX_LISTEN);
         o->server.listen[o->nlisten++] = v;
         for (const char *p = v; *p != '\0'; p++)
             o->listen_hash = o->listen_hash * 31 + (unsigned char)*p;
@@ -456,119 +322,47 @@ static int set_special(struct options *o, const struct opt_def *d, const char *v
         else if (strcmp(v, "combined") == 0)
             o->log_format = ACCESS_LOG_COMBINED;
         else
-            return fail(e, "unknown log format '%s' (common, combined)", v);
+            return opts_fail(e, "unknown log format '%s' (common, combined)", v);
     } else if (strcmp(n, "log-level") == 0) {
         if (cr_log_parse_level(v, &o->log_level) < 0)
-            return fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
+            return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
         o->has_log_level = true;
     } else if (strcmp(n, "status-path") == 0) {
         if (strcmp(v, "off") == 0)
             o->http.status_path = "";
         else if (v[0] != '/')
-            return fail(e, "--status-path '%s' must start with '/' (or be off)", v);
+            return opts_fail(e, "--status-path '%s' must start with '/' (or be off)", v);
         else
             o->http.status_path = v;
     } else if (strcmp(n, "config") == 0) {
         if (!from_argv)
-            return fail(e, "--config is for the command line, not a configuration file");
+            return opts_fail(e, "--config is for the command line, not a configuration file");
         o->config = v;
     }
     return 0;
 }
 
 /*
- * Sets option d to v (NULL: a flag given without a value). v must live as
- * long as o. 0, or -EINVAL with e saying why.
+ * Sets option d to v (NULL: a flag given without a value) and keeps v as
+ * given for the re-read's comparison. v must live as long as o. 0, or
+ * -EINVAL with e saying why.
  */
-static int set_option(struct options *o, const struct opt_def *d, const char *v, bool from_argv,
-                      struct err *e)
+static int set_option(struct options *o, const struct opts_def *d, const char *v, bool from_argv,
+                      struct opts_err *e)
 {
-    char *field = (char *)o + d->off;
-    unsigned long long u = 0;
-    bool flag = true;
-    char list[256];
-    int err;
+    int err = opts_set(&opt_table, o, d, v, &from_argv, e);
 
-    if (d->kind == OPT_FLAG) {
-        if (v == NULL || strcmp(v, "yes") == 0 || strcmp(v, "true") == 0 || strcmp(v, "1") == 0)
-            flag = true;
-        else if (strcmp(v, "no") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0)
-            flag = false;
-        else
-            return fail(e, "--%s takes no value, or yes/no (got '%s')", d->name, v);
-        v = flag ? "yes" : "no";
-    } else if (v == NULL) {
-        return fail(e, "--%s needs a value", d->name);
-    }
+    if (err < 0)
+        return err;
+    /* A flag's "--flag" and "--flag=yes" are the same setting. */
+    if (d->kind == OPTS_FLAG)
+        v = *(const bool *)(const void *)((const char *)o + d->off) ? "yes" : "no";
     o->raw[d - opt_defs] = v;
-
-    switch (d->kind) {
-    case OPT_NUM:
-        err = parse_uint(d->name, v, d->min, d->max, &u, e);
-        if (err < 0)
-            return err;
-        /* int, unsigned, size_t or uint64_t; the range fits each. */
-        if (d->size == sizeof(uint32_t)) {
-            uint32_t x = (uint32_t)u;
-
-            memcpy(field, &x, sizeof(x));
-        } else {
-            uint64_t x = u;
-
-            assert(d->size == sizeof(x));
-            memcpy(field, &x, sizeof(x));
-        }
-        return 0;
-    case OPT_SECONDS:
-        assert(d->size == sizeof(uint64_t));
-        return parse_seconds(d->name, v, (uint64_t *)(void *)field, e);
-    case OPT_FLAG:
-        *(bool *)(void *)field = flag;
-        return 0;
-    case OPT_CHOICE:
-        if (!in_list(d->choices(), v))
-            return fail(e, "unknown --%s '%s' (%s)", d->name, v,
-                        joined(d->choices(), list, sizeof(list)));
-        /* fall through */
-    case OPT_STRING:
-        *(const char **)(void *)field = v;
-        return 0;
-    case OPT_SPECIAL:
-        break;
-    }
-    return set_special(o, d, v, from_argv, e);
-}
-
-/* Splits "--name=value" / "--name value" at argv[*i]. 0, 1 for --help or
- * --version (handled by the caller), -EINVAL. */
-static int argv_option(int argc, char **argv, int *i, const struct opt_def **d, const char **v,
-                       struct err *e)
-{
-    const char *a = argv[*i];
-    const char *eq;
-
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0 || strcmp(a, "--version") == 0)
-        return 1;
-    if (strncmp(a, "--", 2) != 0)
-        return fail(e, "unknown option '%s'", a);
-    eq = strchr(a + 2, '=');
-    *d = find_opt(a + 2, eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2));
-    if (*d == NULL)
-        return fail(e, "unknown option '%s'", a);
-    if (eq != NULL) {
-        *v = eq + 1;
-    } else if ((*d)->kind == OPT_FLAG) {
-        *v = NULL;
-    } else if (*i + 1 >= argc) {
-        return fail(e, "--%s needs a value", (*d)->name);
-    } else {
-        *v = argv[++*i];
-    }
     return 0;
 }
 
 /* Applies a configuration file: "name value" lines, '#' comments. */
-static int read_config(struct options *o, const char *path, struct err *e)
+static int read_config(struct options *o, const char *path, struct opts_err *e)
 {
     FILE *f = fopen(path, "re");
     char line[4096];
@@ -576,18 +370,18 @@ static int read_config(struct options *o, const char *path, struct err *e)
     int err = 0;
 
     if (f == NULL)
-        return fail(e, "config '%s': %s", path, strerror(errno));
+        return opts_fail(e, "config '%s': %s", path, strerror(errno));
     while (err == 0 && fgets(line, sizeof(line), f) != NULL) {
         char *p = line;
         char *name;
         char *end;
-        const struct opt_def *d;
+        const struct opts_def *d;
         const char *v = NULL;
-        struct err inner;
+        struct opts_err inner;
 
         lineno++;
         if (strchr(line, '\n') == NULL && !feof(f)) {
-            err = fail(e, "%s:%u: line too long", path, lineno);
+            err = opts_fail(e, "%s:%u: line too long", path, lineno);
             break;
         }
         /* A '#' at the start of a word starts a comment. */
@@ -609,10 +403,10 @@ static int read_config(struct options *o, const char *path, struct err *e)
             name += 2;
         while (*p != '\0' && *p != ' ' && *p != '\t')
             p++;
-        d = find_opt(name, (size_t)(p - name));
+        d = opts_find(&opt_table, name, (size_t)(p - name));
         if (d == NULL) {
             *p = '\0';
-            err = fail(e, "%s:%u: unknown option '%s'", path, lineno, name);
+            err = opts_fail(e, "%s:%u: unknown option '%s'", path, lineno, name);
             break;
         }
         while (*p == ' ' || *p == '\t')
@@ -620,28 +414,28 @@ static int read_config(struct options *o, const char *path, struct err *e)
         if (*p != '\0') {
             v = keep(o, p, strlen(p));
             if (v == NULL) {
-                err = fail(e, "%s:%u: out of memory", path, lineno);
+                err = opts_fail(e, "%s:%u: out of memory", path, lineno);
                 break;
             }
         }
         if (set_option(o, d, v, false, &inner) < 0)
-            err = fail(e, "%s:%u: %s", path, lineno, inner.msg);
+            err = opts_fail(e, "%s:%u: %s", path, lineno, inner.msg);
     }
     if (err == 0 && ferror(f))
-        err = fail(e, "config '%s': read error", path);
+        err = opts_fail(e, "config '%s': read error", path);
     fclose(f);
     return err;
 }
 
 /* The cross-field checks cr_server_create would refuse with -EINVAL. */
-static int check_options(const struct options *o, struct err *e)
+static int check_options(const struct options *o, struct opts_err *e)
 {
     const struct cr_server_config *sc = &o->server;
 
     if (sc->workers != 0 && sc->max_workers != 0 && sc->workers > sc->max_workers)
-        return fail(e, "--workers %d is above --max-workers %d", sc->workers, sc->max_workers);
+        return opts_fail(e, "--workers %d is above --max-workers %d", sc->workers, sc->max_workers);
     if (sc->min_spare != 0 && sc->max_spare != 0 && sc->max_spare < sc->min_spare)
-        return fail(e, "--max-spare %d is below --min-spare %d", sc->max_spare, sc->min_spare);
+        return opts_fail(e, "--max-spare %d is below --min-spare %d", sc->max_spare, sc->min_spare);
     return 0;
 }
 
@@ -650,21 +444,21 @@ static int check_options(const struct options *o, struct err *e)
  * line (so its flags win; its --listen replace the file's). Exits for
  * --help and --version. 0 or -EINVAL with e saying why.
  */
-static int load_options(struct options *o, int argc, char **argv, struct err *e)
+static int load_options(struct options *o, int argc, char **argv, struct opts_err *e)
 {
-    const struct opt_def *d;
+    const struct opts_def *d;
     const char *v;
     int err;
 
     defaults(o);
     /* The file first, wherever --config stands. */
     for (int i = 1; i < argc; i++) {
-        err = argv_option(argc, argv, &i, &d, &v, e);
-        if (err == 1) {
-            if (strcmp(argv[i], "--version") == 0) {
-                printf(PROG " " HTTPD_VERSION "\n");
-                exit(EXIT_SUCCESS);
-            }
+        err = opts_next(&opt_table, argc, argv, &i, &d, &v, e);
+        if (err == OPTS_VERSION) {
+            printf(PROG " " HTTPD_VERSION "\n");
+            exit(EXIT_SUCCESS);
+        }
+        if (err == OPTS_HELP) {
             usage(stdout);
             exit(EXIT_SUCCESS);
         }
@@ -679,7 +473,7 @@ static int load_options(struct options *o, int argc, char **argv, struct err *e)
             return err;
     }
     for (int i = 1; i < argc; i++) {
-        err = argv_option(argc, argv, &i, &d, &v, e);
+        err = opts_next(&opt_table, argc, argv, &i, &d, &v, e);
         if (err == 0)
             err = set_option(o, d, v, true, e);
         if (err < 0)
@@ -800,14 +594,14 @@ static bool same(const char *a, const char *b)
 }
 
 /* An unusable root is refused before anything changes. */
-static int check_root(const char *root, struct err *e)
+static int check_root(const char *root, struct opts_err *e)
 {
     struct stat st;
 
     if (stat(root, &st) < 0)
-        return fail(e, "unusable root '%s': %s", root, strerror(errno));
+        return opts_fail(e, "unusable root '%s': %s", root, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return fail(e, "unusable root '%s': not a directory", root);
+        return opts_fail(e, "unusable root '%s': not a directory", root);
     return 0;
 }
 
@@ -821,7 +615,8 @@ static int check_root(const char *root, struct err *e)
  * thread waits for http_service_reconfigure to finish the swap. 0, or -errno
  * with nothing changed.
  */
-static int apply_to_service(struct app *app, struct options *n, bool log_changed, struct err *e)
+static int apply_to_service(struct app *app, struct options *n, bool log_changed,
+                            struct opts_err *e)
 {
     struct access_log *log = app->log;
     int err;
@@ -835,7 +630,7 @@ static int apply_to_service(struct app *app, struct options *n, bool log_changed
 
         err = access_log_open(&log, &lc);
         if (err < 0) {
-            fail(e, "access log '%s': %s", n->access_log, strerror(-err));
+            opts_fail(e, "access log '%s': %s", n->access_log, strerror(-err));
             return err;
         }
     } else if (log_changed) {
@@ -847,7 +642,7 @@ static int apply_to_service(struct app *app, struct options *n, bool log_changed
     if (err < 0) {
         if (log != app->log)
             access_log_close(log);
-        fail(e, "unusable root '%s': %s", n->http.root, strerror(-err));
+        opts_fail(e, "unusable root '%s': %s", n->http.root, strerror(-err));
         return err;
     }
     if (log != app->log) {
@@ -876,7 +671,7 @@ static void on_hup(struct cr_server *s, void *arg)
     char applied[1024] = "";
     char restart[1024] = "";
     bool log_changed;
-    struct err e;
+    struct opts_err e;
     int err;
 
     CR_UNUSED(s);
@@ -908,7 +703,7 @@ static void on_hup(struct cr_server *s, void *arg)
         }
     }
     for (size_t i = 0; i < NOPTS; i++) {
-        const struct opt_def *d = &opt_defs[i];
+        const struct opts_def *d = &opt_defs[i];
         bool changed = !same(o->raw[i], n->raw[i]);
 
         if (strcmp(d->name, "listen") == 0)
@@ -959,12 +754,14 @@ int main(int argc, char **argv)
     struct app app = {.argc = argc, .argv = argv};
     struct http_service *http = NULL;
     struct cr_server *srv = NULL;
-    struct err e;
+    struct opts_err e;
     int status = EXIT_FAILURE;
     int err;
 
-    if (load_options(o, argc, argv, &e) < 0)
-        die_usage("%s", e.msg);
+    if (load_options(o, argc, argv, &e) < 0) {
+        opts_print_error(PROG, &e);
+        return EXIT_USAGE;
+    }
     if (check_root(o->http.root, &e) < 0) {
         fprintf(stderr, PROG ": %s\n", e.msg);
         return EXIT_USAGE;
