@@ -14,11 +14,11 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
+#include "../common/options.h"
 #include "ledger.h"
 
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #define PROG           "cabrank-ledger"
-#define EXIT_USAGE     2
+#define EXIT_USAGE     OPTS_EXIT_USAGE
 #define DEFAULT_LISTEN "127.0.0.1:7070"
 #define DEFAULT_DB     "./ledger.db"
 /* Writes block their thread until durable: more threads than CPUs are what
@@ -44,93 +44,89 @@ struct options {
     const char *error_log;
 };
 
-enum opt_kind {
-    OPT_NUM,     /* an integer in [min, max], into an int or unsigned */
-    OPT_SECONDS, /* seconds, fractions allowed, into a uint64_t of milliseconds */
-    OPT_FLAG,    /* no value, into a bool */
-    OPT_STRING,  /* any value, kept as const char * */
-    OPT_SPECIAL, /* set_special() */
-};
+static opts_special_fn set_special;
+
+#define FIELD(f) OPTS_FIELD(struct options, f)
 
 /* One option: its flag without "--", where its value goes (a field of
- * struct options at off), and its --help line. */
-struct opt_def {
-    const char *name;
-    enum opt_kind kind;
-    size_t off;
-    unsigned long long min;
-    unsigned long long max;
-    const char *arg;
-    const char *help;
-};
-
-#define FIELD(f) .off = offsetof(struct options, f)
-
-static const struct opt_def opt_defs[] = {
+ * struct options), and its --help line. */
+static const struct opts_def opt_defs[] = {
     {.name = "listen",
-     .kind = OPT_SPECIAL,
+     .kind = OPTS_SPECIAL,
      .arg = "ADDR",
      .help = "address to serve, repeatable (default " DEFAULT_LISTEN ")"},
     {.name = "db",
-     .kind = OPT_STRING,
+     .kind = OPTS_STRING,
      FIELD(ledger.db_url),
      .arg = "URL",
      .help = "SQLite file, or postgresql://... (default " DEFAULT_DB ")"},
-    {.name = "model", .kind = OPT_SPECIAL, .arg = "NAME", .help = NULL /* lists the models */},
+    {.name = "model",
+     .kind = OPTS_CHOICE,
+     FIELD(server.model),
+     .choices = cr_server_models,
+     .help_lists = true,
+     .arg = "NAME",
+     .help = "(default lf)"},
     {.name = "threads",
-     .kind = OPT_NUM,
+     .kind = OPTS_NUM,
      FIELD(server.threads),
      .min = 1,
      .max = 4096,
      .arg = "N",
      .help = "worker threads (default 16; tpc: the cap on\n"
-             "                           connections, 1024; prefork: per process, 1)"},
+             "connections, 1024; prefork: per process, 1)"},
     {.name = "workers",
-     .kind = OPT_NUM,
+     .kind = OPTS_NUM,
      FIELD(server.workers),
      .min = 1,
      .max = 1024,
      .arg = "N",
      .help = "prefork: worker processes (default: CPUs)"},
     {.name = "no-group-commit",
-     .kind = OPT_FLAG,
+     .kind = OPTS_FLAG,
      FIELD(no_group_commit),
      .help = "one fsync per transaction (default: group commit)"},
     {.name = "session-timeout",
-     .kind = OPT_SECONDS,
+     .kind = OPTS_SECONDS,
      FIELD(ledger.session_timeout_ms),
      .arg = "SECS",
      .help = "idle sessions expire after (default 60)"},
     {.name = "max-sessions",
-     .kind = OPT_NUM,
+     .kind = OPTS_NUM,
      FIELD(ledger.max_sessions),
      .min = 1,
      .max = 1u << 24,
      .arg = "N",
      .help = "BEGIN refused beyond (default 65536)"},
     {.name = "idle-timeout",
-     .kind = OPT_SECONDS,
+     .kind = OPTS_SECONDS,
      FIELD(ledger.idle_timeout_ms),
      .arg = "SECS",
      .help = "close connections idle this long (default 300)"},
     {.name = "max-connections",
-     .kind = OPT_NUM,
+     .kind = OPTS_NUM,
      FIELD(server.max_connections),
      .min = 1,
      .max = 10000000,
      .arg = "N",
      .help = "stop accepting beyond N (default 10000)"},
     {.name = "log-level",
-     .kind = OPT_SPECIAL,
+     .kind = OPTS_SPECIAL,
      .arg = "LEVEL",
      .help = "error, warn, info or debug (default info)"},
     {.name = "error-log",
-     .kind = OPT_STRING,
+     .kind = OPTS_STRING,
      FIELD(error_log),
      .arg = "FILE",
      .help = "error log (default stderr)"},
 };
-#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
+
+static const struct opts_table opt_table = {
+    .defs = opt_defs,
+    .ndefs = sizeof(opt_defs) / sizeof(opt_defs[0]),
+    .special = set_special,
+    .width = 24,
+};
 
 static void usage(FILE *f)
 {
@@ -141,21 +137,7 @@ static void usage(FILE *f)
           "(fractions allowed).\n"
           "\n",
           f);
-    for (size_t i = 0; i < NOPTS; i++) {
-        const struct opt_def *d = &opt_defs[i];
-        char flag[64];
-
-        snprintf(flag, sizeof(flag), "--%s%s%s", d->name, d->arg != NULL ? " " : "",
-                 d->arg != NULL ? d->arg : "");
-        fprintf(f, "  %-24s ", flag);
-        if (d->help != NULL) {
-            fprintf(f, "%s\n", d->help);
-            continue;
-        }
-        for (const char *const *m = cr_server_models(); *m != NULL; m++)
-            fprintf(f, "%s%s", m == cr_server_models() ? "" : ", ", *m);
-        fputs(" (default lf)\n", f);
-    }
+    opts_print_help(f, &opt_table);
     fputs("  --help                   this text\n"
           "\n"
           "Signals: TERM/INT stop gracefully (requests in flight finish), QUIT at once.\n"
@@ -164,135 +146,46 @@ static void usage(FILE *f)
           f);
 }
 
-/* One line on stderr (one write), exit status 2. */
-__attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...)
+/* The options that are more than a field: repeatable or mapped to an enum. */
+static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
+                       struct opts_err *e)
 {
-    char line[512];
-    va_list ap;
-    int n = snprintf(line, sizeof(line), PROG ": ");
+    struct options *o = obj;
 
-    va_start(ap, fmt);
-    n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof(line) - 2)
-        n = (int)sizeof(line) - 2;
-    line[n++] = '\n';
-    fwrite(line, 1, (size_t)n, stderr);
-    exit(EXIT_USAGE);
-}
-
-static const struct opt_def *find_opt(const char *name, size_t len)
-{
-    for (size_t i = 0; i < NOPTS; i++) {
-        if (strlen(opt_defs[i].name) == len && memcmp(opt_defs[i].name, name, len) == 0)
-            return &opt_defs[i];
-    }
-    return NULL;
-}
-
-static void set_special(struct options *o, const struct opt_def *d, const char *v)
-{
+    CR_UNUSED(arg);
     if (strcmp(d->name, "listen") == 0) {
         struct sockaddr_storage ss;
         socklen_t len;
 
         if (cr_listener_parse(v, &ss, &len) < 0)
-            die_usage("bad address '%s': numeric, with a port", v);
+            return opts_fail(e, "bad address '%s': numeric, with a port", v);
         if (o->nlisten == CR_SERVER_MAX_LISTEN)
-            die_usage("at most %d --listen", CR_SERVER_MAX_LISTEN);
+            return opts_fail(e, "at most %d --listen", CR_SERVER_MAX_LISTEN);
         o->server.listen[o->nlisten++] = v;
-    } else if (strcmp(d->name, "model") == 0) {
-        const char *const *m = cr_server_models();
-
-        while (*m != NULL && strcmp(*m, v) != 0)
-            m++;
-        if (*m == NULL)
-            die_usage("unknown --model '%s' (see --help)", v);
-        o->server.model = v;
     } else if (strcmp(d->name, "log-level") == 0) {
         if (cr_log_parse_level(v, &o->log_level) < 0)
-            die_usage("unknown log level '%s' (error, warn, info, debug)", v);
+            return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
         o->has_log_level = true;
     }
+    return 0;
 }
 
-/* Sets option d to v (NULL for a flag); exits on a bad value. */
-static void set_option(struct options *o, const struct opt_def *d, const char *v)
-{
-    char *field = (char *)o + d->off;
-    char *end;
-
-    switch (d->kind) {
-    case OPT_NUM: {
-        unsigned long long n;
-
-        errno = 0;
-        n = (v[0] >= '0' && v[0] <= '9') ? strtoull(v, &end, 10) : 0;
-        if (v[0] < '0' || v[0] > '9' || errno != 0 || *end != '\0' || n < d->min || n > d->max)
-            die_usage("--%s: '%s' is not a number in %llu..%llu", d->name, v, d->min, d->max);
-        /* int and unsigned fields both take any value up to max. */
-        if (d->off == offsetof(struct options, ledger.max_sessions))
-            *(unsigned *)(void *)field = (unsigned)n;
-        else
-            *(int *)(void *)field = (int)n;
-        return;
-    }
-    case OPT_SECONDS: {
-        double s;
-
-        errno = 0;
-        s = strtod(v, &end);
-        if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.') || errno != 0 || *end != '\0' ||
-            !(s > 0) || s > 86400.0 * 365)
-            die_usage("--%s: '%s' is not a positive number of seconds", d->name, v);
-        *(uint64_t *)(void *)field = s * 1000 < 1 ? 1 : (uint64_t)(s * 1000 + 0.5);
-        return;
-    }
-    case OPT_FLAG:
-        *(bool *)(void *)field = true;
-        return;
-    case OPT_STRING:
-        if (v[0] == '\0')
-            die_usage("--%s needs a value", d->name);
-        *(const char **)(void *)field = v;
-        return;
-    case OPT_SPECIAL:
-        set_special(o, d, v);
-        return;
-    }
-}
-
+/* The options from argv; exits for --help and for a bad flag. */
 static void parse_args(struct options *o, int argc, char **argv)
 {
+    struct opts_err e;
+    int err;
+
     memset(o, 0, sizeof(*o));
     o->ledger.db_url = DEFAULT_DB;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *eq;
-        const char *v = NULL;
-        const struct opt_def *d;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            exit(EXIT_SUCCESS);
-        }
-        if (strncmp(a, "--", 2) != 0)
-            die_usage("unknown option '%s' (see --help)", a);
-        eq = strchr(a + 2, '=');
-        d = find_opt(a + 2, eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2));
-        if (d == NULL)
-            die_usage("unknown option '%s' (see --help)", a);
-        if (d->kind == OPT_FLAG) {
-            if (eq != NULL)
-                die_usage("--%s takes no value", d->name);
-        } else if (eq != NULL) {
-            v = eq + 1;
-        } else if (i + 1 < argc) {
-            v = argv[++i];
-        } else {
-            die_usage("--%s needs a value", d->name);
-        }
-        set_option(o, d, v);
+    err = opts_parse(&opt_table, o, argc, argv, NULL, &e);
+    if (err == OPTS_HELP) {
+        usage(stdout);
+        exit(EXIT_SUCCESS);
+    }
+    if (err < 0) {
+        opts_print_error(PROG, &e);
+        exit(EXIT_USAGE);
     }
     if (o->nlisten == 0)
         o->server.listen[o->nlisten++] = DEFAULT_LISTEN;
