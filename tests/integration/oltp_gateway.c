@@ -20,8 +20,7 @@
  * Also: --help, a bad flag (exit 2), a graceful TERM (exit 0).
  * Exit 0 pass, 1 fail, 77 skip.
  */
-#include "../../apps/oltp/ledger_db.h"
-#include "../../apps/oltp/proto.h"
+#include "../support/oltp_client.h"
 #include "../support/pg.h"
 #include "httpd_client.h"
 
@@ -29,64 +28,12 @@
 #include <libpq-fe.h>
 #endif
 #include <poll.h>
-#include <pthread.h>
 
 #define ACCOUNTS      32
 #define START_BALANCE 100000
 #define CLIENTS       8
 #define MAX_PER       300
 #define HY_CLIENTS    16
-
-/* ------------------------------------------------------------------ protocol
- */
-
-static int send_req(int fd, const struct oltp_req *r)
-{
-    uint8_t buf[128];
-    size_t n = oltp_req_encode(r, buf, sizeof(buf));
-
-    if (n == 0)
-        return -EINVAL;
-    return cr_test_write_all(fd, buf, n);
-}
-
-static int recv_reply(int fd, struct oltp_reply *rp, int tmo)
-{
-    static _Thread_local uint8_t buf[OLTP_MAX_FRAME];
-    uint32_t body;
-    int err = cr_test_read_exact(fd, buf, OLTP_HEADER_SIZE, tmo);
-
-    if (err < 0)
-        return err;
-    body = (uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
-    if (body > OLTP_MAX_BODY)
-        return -EBADMSG;
-    err = cr_test_read_exact(fd, buf + OLTP_HEADER_SIZE, body, tmo);
-    if (err < 0)
-        return err;
-    if (oltp_reply_decode(buf, OLTP_HEADER_SIZE + body, rp) != (ssize_t)(OLTP_HEADER_SIZE + body))
-        return -EBADMSG;
-    return 0;
-}
-
-/* Client c's seq-th transfer key: "gw" c seq, the rest zero. */
-static void key_of(unsigned c, unsigned seq, uint8_t key[OLTP_KEY_SIZE])
-{
-    memset(key, 0, OLTP_KEY_SIZE);
-    key[0] = 'g';
-    key[1] = 'w';
-    memcpy(key + 4, &c, sizeof(c));
-    memcpy(key + 8, &seq, sizeof(seq));
-}
-
-static bool parse_key(const uint8_t key[OLTP_KEY_SIZE], unsigned *c, unsigned *seq)
-{
-    if (key[0] != 'g' || key[1] != 'w')
-        return false;
-    memcpy(c, key + 4, sizeof(*c));
-    memcpy(seq, key + 8, sizeof(*seq));
-    return true;
-}
 
 /* ------------------------------------------------------------------ processes
  */
@@ -143,169 +90,30 @@ static int start_gateway(struct hc_server *s, const uint16_t *ports, unsigned n,
     return err;
 }
 
-/* ------------------------------------------------------------------ the
- * database */
-
-static int make_db(const char *url)
-{
-    struct ledger_db_config dc = {.url = url};
-    struct ledger_db *db;
-    int err = ledger_db_open(&db, &dc);
-
-    if (err < 0)
-        return err;
-    for (uint64_t a = 1; a <= ACCOUNTS && err == 0; a++) {
-        struct ledger_op ops[2] = {
-            {.op = OLTP_OP_OPEN, .account = a},
-            {.op = OLTP_OP_DEPOSIT, .account = a, .amount = START_BALANCE},
-        };
-        struct ledger_result res;
-
-        err = ledger_db_apply(db, ops, 2, &res);
-        if (err == 0 && res.status != OLTP_ST_OK)
-            err = -EIO;
-    }
-    ledger_db_close(db);
-    return err;
-}
-
 /* ------------------------------------------------------------------ failover
  * load */
 
-struct xfer {
-    uint64_t from;
-    uint64_t to;
-    int64_t amount;
-    uint16_t status;
-};
-
-struct load {
-    uint16_t port;
-    unsigned per_client;
-    /* Atomic: acknowledged so far, all clients (the killer watches it). */
-    unsigned acked;
-    struct worker {
-        struct load *ld;
-        unsigned idx;
-        unsigned sent;
-        unsigned errors; /* a transport error or a status the client must not see */
-        uint16_t bad_status;
-        struct xfer x[MAX_PER];
-    } w[CLIENTS];
-};
-
-static void *client_main(void *arg)
+/* The failover load: every transfer answered, none resent by the clients
+ * (the gateway does the resending). */
+static void load_init(struct cr_test_oltp_load *ld, uint16_t port, unsigned per)
 {
-    struct worker *w = arg;
-    unsigned seed = 7919 * (w->idx + 1);
-    int fd = cr_test_connect(w->ld->port);
-
-    if (fd < 0) {
-        w->errors++;
-        return NULL;
-    }
-    for (unsigned s = 0; s < w->ld->per_client; s++) {
-        struct xfer *x = &w->x[s];
-        struct oltp_req q;
-        struct oltp_reply rp;
-
-        memset(&q, 0, sizeof(q));
-        x->from = 1 + rand_r(&seed) % ACCOUNTS;
-        x->to = 1 + (x->from + rand_r(&seed) % (ACCOUNTS - 1)) % ACCOUNTS;
-        x->amount = 1 + rand_r(&seed) % 500;
-        q.op = OLTP_OP_TRANSFER;
-        q.id = s + 1;
-        q.account = x->from;
-        q.to = x->to;
-        q.amount = x->amount;
-        key_of(w->idx, s, q.key);
-        w->sent = s + 1;
-        if (send_req(fd, &q) < 0 || recv_reply(fd, &rp, hc_tmo(60000)) < 0 || rp.id != q.id) {
-            w->errors++;
-            x->status = 0xffff;
-            break;
-        }
-        x->status = rp.status;
-        if (rp.status == OLTP_ST_OK) {
-            __atomic_add_fetch(&w->ld->acked, 1, __ATOMIC_RELAXED);
-        } else if (rp.status != OLTP_ST_INSUFFICIENT) {
-            w->errors++;
-            w->bad_status = rp.status;
-        }
-    }
-    close(fd);
-    return NULL;
+    memset(ld, 0, sizeof(*ld));
+    ld->port = port;
+    ld->clients = CLIENTS;
+    ld->per_client = per;
+    ld->accounts = ACCOUNTS;
+    ld->max_amount = 500;
+    ld->seed = 7919u;
+    ld->reply_tmo_ms = hc_tmo(60000);
 }
 
-struct check {
-    struct load *ld;
-    unsigned seen[CLIENTS][MAX_PER];
-    unsigned strangers;
-    unsigned mismatched;
-};
-
-static int each_row(void *arg, const struct ledger_op *row, int64_t balance_after)
+static void check_db(const char *url, struct cr_test_oltp_load *ld)
 {
-    struct check *ck = arg;
-    unsigned c;
-    unsigned s;
+    static struct cr_test_oltp_verdict v;
+    int err = cr_test_oltp_check(ld, url, ACCOUNTS, START_BALANCE, &v);
 
-    CR_UNUSED(balance_after);
-    if (!parse_key(row->key, &c, &s) || c >= CLIENTS || s >= ck->ld->w[c].sent) {
-        ck->strangers++;
-        return 0;
-    }
-    ck->seen[c][s]++;
-    if (row->op != OLTP_OP_TRANSFER || row->account != ck->ld->w[c].x[s].from ||
-        row->to != ck->ld->w[c].x[s].to || row->amount != ck->ld->w[c].x[s].amount)
-        ck->mismatched++;
-    return 0;
-}
-
-static void check_db(const char *url, struct load *ld)
-{
-    static struct check ck;
-    struct ledger_db_config dc = {.url = url};
-    struct ledger_db *db;
-    int64_t sum = 0;
-    uint64_t accounts = 0;
-    uint64_t negative = 0;
-    unsigned acked = 0;
-    unsigned missing = 0;
-    unsigned twice = 0;
-    unsigned applied_refused = 0;
-
-    memset(&ck, 0, sizeof(ck));
-    ck.ld = ld;
-    CHECK(ledger_db_open(&db, &dc) == 0, "open %s", url);
-    CHECK(ledger_db_each_keyed(db, each_row, &ck) == 0, "walk");
-    CHECK(ledger_db_totals(db, &sum, &accounts, &negative) == 0, "totals");
-    ledger_db_close(db);
-    for (unsigned c = 0; c < CLIENTS; c++) {
-        for (unsigned s = 0; s < ld->w[c].sent; s++) {
-            uint16_t st = ld->w[c].x[s].status;
-
-            if (ck.seen[c][s] > 1)
-                twice++;
-            if (st == OLTP_ST_OK) {
-                acked++;
-                if (ck.seen[c][s] == 0)
-                    missing++;
-            } else if (st == OLTP_ST_INSUFFICIENT && ck.seen[c][s] != 0) {
-                applied_refused++;
-            }
-        }
-    }
-    printf("failover: %u transfers acknowledged, %u rows checked\n", acked, acked - missing);
-    CHECK(acked > 0, "nothing acknowledged");
-    CHECK(missing == 0, "%u acknowledged transfers missing", missing);
-    CHECK(twice == 0, "%u transfers applied twice", twice);
-    CHECK(applied_refused == 0, "%u refused transfers applied", applied_refused);
-    CHECK(ck.strangers == 0, "%u rows never sent", ck.strangers);
-    CHECK(ck.mismatched == 0, "%u rows differ from what was sent", ck.mismatched);
-    CHECK(accounts == ACCOUNTS, "%llu accounts", (unsigned long long)accounts);
-    CHECK(sum == (int64_t)ACCOUNTS * START_BALANCE, "sum %lld", (long long)sum);
-    CHECK(negative == 0, "%llu negative balances", (unsigned long long)negative);
+    printf("failover: %u transfers acknowledged\n", v.acked);
+    CHECK(err == 0 && v.ok, "the database against the answers (%s):\n%s", strerror(-err), v.report);
 }
 
 /* The number after "name " in the gateway's totals line of its log, or -1. */
@@ -333,22 +141,21 @@ static long long logged_total(const char *log, const char *name)
 
 static void test_failover(const char *url, const char *dir)
 {
-    static struct load ld;
+    static struct cr_test_oltp_load ld;
     char log[512];
     struct hc_server la = {0};
     struct hc_server lb = {0};
     struct hc_server gw = {0};
-    pthread_t th[CLIENTS];
     uint16_t ports[2];
     uint64_t end;
     unsigned kill_at;
     int status = 0;
 
     snprintf(log, sizeof(log), "%s/gateway-failover.log", dir);
-    memset(&ld, 0, sizeof(ld));
-    ld.per_client = hc_is_sanitized() ? MAX_PER / 3 : MAX_PER;
+    load_init(&ld, 0, hc_is_sanitized() ? MAX_PER / 3 : MAX_PER);
     kill_at = CLIENTS * ld.per_client / 3;
-    if (make_db(url) < 0 || start_ledger(&la, url) < 0 || start_ledger(&lb, url) < 0) {
+    if (cr_test_oltp_make_db(url, ACCOUNTS, START_BALANCE) < 0 || start_ledger(&la, url) < 0 ||
+        start_ledger(&lb, url) < 0) {
         CHECK(false, "set-up");
         goto out;
     }
@@ -359,26 +166,24 @@ static void test_failover(const char *url, const char *dir)
         goto out;
     }
     ld.port = gw.port;
-    for (unsigned i = 0; i < CLIENTS; i++) {
-        ld.w[i].ld = &ld;
-        ld.w[i].idx = i;
-        if (pthread_create(&th[i], NULL, client_main, &ld.w[i]) != 0)
-            abort();
-    }
+    if (cr_test_oltp_load_start(&ld) < 0)
+        abort();
     /* Mid-load: a third of the transfers acknowledged. */
     end = cr_test_now_ms() + (uint64_t)hc_tmo(60000);
-    while (__atomic_load_n(&ld.acked, __ATOMIC_RELAXED) < kill_at && cr_test_now_ms() < end)
+    while (atomic_load_explicit(&ld.acked, memory_order_relaxed) < kill_at &&
+           cr_test_now_ms() < end)
         usleep(1000);
-    CHECK(__atomic_load_n(&ld.acked, __ATOMIC_RELAXED) >= kill_at, "load too slow");
+    CHECK(atomic_load_explicit(&ld.acked, memory_order_relaxed) >= kill_at, "load too slow");
     kill(la.pid, SIGKILL);
     CHECK(cr_test_wait_exit(la.pid, hc_tmo(10000), &status) == 0, "ledger a gone");
     la.pid = 0;
-    for (unsigned i = 0; i < CLIENTS; i++)
-        pthread_join(th[i], NULL);
+    cr_test_oltp_load_join(&ld);
     for (unsigned i = 0; i < CLIENTS; i++) {
-        CHECK(ld.w[i].errors == 0, "client %u: %u errors (last status %u: %s)", i, ld.w[i].errors,
-              ld.w[i].bad_status, oltp_status_name(ld.w[i].bad_status));
-        CHECK(ld.w[i].sent == ld.per_client, "client %u sent %u", i, ld.w[i].sent);
+        /* A transport error, or a status a client must not see. */
+        CHECK(ld.c[i].failed == 0 && ld.c[i].unexpected == 0,
+              "client %u: %u errors (last status %u: %s)", i, ld.c[i].failed + ld.c[i].unexpected,
+              ld.c[i].last_unexpected, oltp_status_name(ld.c[i].last_unexpected));
+        CHECK(ld.c[i].sent == ld.per_client, "client %u sent %u", i, ld.c[i].sent);
     }
     CHECK(hc_stop(&gw) == 0, "gateway: graceful stop, exit 0");
     CHECK(hc_stop(&lb) == 0, "ledger b: graceful stop");
@@ -459,11 +264,11 @@ static void test_hybrid_deadlock(const char *url, const char *dir)
         q.account = 1 + (uint64_t)nfd % ACCOUNTS;
         q.to = 1 + (uint64_t)(nfd + 1) % ACCOUNTS;
         q.amount = 1;
-        key_of(99, (unsigned)nfd, q.key);
+        cr_test_oltp_key(99, (unsigned)nfd, q.key);
         fd[nfd] = cr_test_connect(gw.port);
         if (fd[nfd] < 0)
             break;
-        CHECK(send_req(fd[nfd], &q) == 0, "send %d", nfd);
+        CHECK(cr_test_oltp_send(fd[nfd], &q) == 0, "send %d", nfd);
     }
     CHECK(nfd == HY_CLIENTS, "connected %d", nfd);
     end = cr_test_now_ms() + (uint64_t)hc_tmo(20000);
@@ -476,8 +281,9 @@ static void test_hybrid_deadlock(const char *url, const char *dir)
     if (pfd >= 0) {
         struct oltp_req ping = {.op = OLTP_OP_PING, .id = 77};
 
-        CHECK(send_req(pfd, &ping) == 0, "ping");
-        CHECK(recv_reply(pfd, &rp, hc_tmo(10000)) == 0 && rp.id == 77 && rp.status == OLTP_ST_OK,
+        CHECK(cr_test_oltp_send(pfd, &ping) == 0, "ping");
+        CHECK(cr_test_oltp_recv(pfd, &rp, hc_tmo(10000)) == 0 && rp.id == 77 &&
+                  rp.status == OLTP_ST_OK,
               "PING answered while every thread waits");
     }
     for (int i = 0; i < nfd; i++) {
@@ -487,7 +293,7 @@ static void test_hybrid_deadlock(const char *url, const char *dir)
     }
     CHECK(pq_ok(locker, "COMMIT"), "unlock");
     for (int i = 0; i < nfd; i++) {
-        CHECK(recv_reply(fd[i], &rp, hc_tmo(30000)) == 0 && rp.id == 500 + (uint64_t)i &&
+        CHECK(cr_test_oltp_recv(fd[i], &rp, hc_tmo(30000)) == 0 && rp.id == 500 + (uint64_t)i &&
                   rp.status == OLTP_ST_OK,
               "client %d: transfer answered OK", i);
     }

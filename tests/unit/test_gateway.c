@@ -18,6 +18,7 @@
 
 #include <cabrank/listener.h>
 
+#include "../support/oltp_client.h"
 #include "../support/support.h"
 
 #include <check.h>
@@ -402,24 +403,13 @@ static int cl_open(struct oltp_gateway *g)
 
 static void cl_send(int fd, const struct oltp_req *q)
 {
-    uint8_t buf[128];
-    size_t n = oltp_req_encode(q, buf, sizeof(buf));
-
-    ck_assert_uint_gt(n, 0);
-    ck_assert_int_eq(cr_test_write_all(fd, buf, n), 0);
+    ck_assert_int_eq(cr_test_oltp_send(fd, q), 0);
 }
 
+/* One whole reply frame within LONG_MS (-EBADMSG: oversized or malformed). */
 static void cl_recv(int fd, struct oltp_reply *r)
 {
-    uint8_t buf[OLTP_MAX_FRAME];
-    uint32_t body;
-
-    ck_assert_int_eq(cr_test_read_exact(fd, buf, OLTP_HEADER_SIZE, LONG_MS), 0);
-    body = (uint32_t)buf[4] << 24 | (uint32_t)buf[5] << 16 | (uint32_t)buf[6] << 8 | buf[7];
-    ck_assert_uint_le(body, OLTP_MAX_BODY);
-    ck_assert_int_eq(cr_test_read_exact(fd, buf + OLTP_HEADER_SIZE, body, LONG_MS), 0);
-    ck_assert_int_eq(oltp_reply_decode(buf, OLTP_HEADER_SIZE + body, r),
-                     (ssize_t)(OLTP_HEADER_SIZE + body));
+    ck_assert_int_eq(cr_test_oltp_recv(fd, r, LONG_MS), 0);
 }
 
 static struct oltp_req req_of(uint8_t op, uint64_t id, uint64_t account)
