@@ -18,11 +18,11 @@
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 
+#include "../common/options.h"
 #include "gateway.h"
 
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #define PROG           "cabrank-gateway"
-#define EXIT_USAGE     2
+#define EXIT_USAGE     OPTS_EXIT_USAGE
 #define DEFAULT_LISTEN "127.0.0.1:7000"
 /* How long a graceful stop waits for requests in progress. */
 #define DRAIN_MS 10000
@@ -42,45 +42,72 @@ struct options {
     enum cr_log_level log_level;
 };
 
-enum opt_kind {
-    OPT_NUM,     /* an unsigned in [min, max] */
-    OPT_SECONDS, /* seconds, fractions allowed, into a uint64_t of milliseconds */
-    OPT_STRING,  /* kept as const char * */
-    OPT_SPECIAL, /* set_special() */
-};
+static opts_special_fn set_special;
+
+#define FIELD(f) OPTS_FIELD(struct options, f)
 
 /* One flag: its name without "--", how its value is read, where it goes (a
- * field of struct options at off) and its --help line. */
-struct opt_def {
-    const char *name;
-    enum opt_kind kind;
-    size_t off;
-    unsigned min;
-    unsigned max;
-    const char *arg;
-    const char *help;
+ * field of struct options) and its --help line. A timeout beyond a day is
+ * a mistake. */
+static const struct opts_def opt_defs[] = {
+    {.name = "listen",
+     .kind = OPTS_SPECIAL,
+     .arg = "ADDR",
+     .help = "address to serve (default " DEFAULT_LISTEN ")"},
+    {.name = "backend",
+     .kind = OPTS_SPECIAL,
+     .arg = "ADDR",
+     .help = "a cabrank-ledger to forward to, repeatable, at least one"},
+    {.name = "threads",
+     .kind = OPTS_NUM,
+     FIELD(gw.threads),
+     .min = 1,
+     .max = 1024,
+     .arg = "N",
+     .help = "pool threads (default 4)"},
+    {.name = "promotion",
+     .kind = OPTS_CHOICE,
+     FIELD(gw.promotion),
+     .choices = cr_lf_pool_promotions,
+     .arg = "ORDER",
+     .help = "L/F promotion: native, lifo, fifo, priority,\nlifo-lockfree (default lifo)"},
+    {.name = "connections",
+     .kind = OPTS_NUM,
+     FIELD(gw.connections),
+     .min = 1,
+     .max = 64,
+     .arg = "N",
+     .help = "multiplexed connections per back end (default 2)"},
+    {.name = "health-interval",
+     .kind = OPTS_SECONDS,
+     FIELD(gw.health_interval_ms),
+     .max = 86400,
+     .arg = "SECS",
+     .help = "PING every back-end connection this often; no reply in\n"
+             "twice as long fails it (default 1)"},
+    {.name = "timeout",
+     .kind = OPTS_SECONDS,
+     FIELD(gw.timeout_ms),
+     .max = 86400,
+     .arg = "SECS",
+     .help = "per forwarded request (default 10)"},
+    {.name = "log-level",
+     .kind = OPTS_SPECIAL,
+     .arg = "LEVEL",
+     .help = "error, warn, info or debug (default info)"},
+    {.name = "error-log",
+     .kind = OPTS_STRING,
+     FIELD(error_log),
+     .arg = "FILE",
+     .help = "error log (default stderr)"},
 };
 
-#define FIELD(f) .off = offsetof(struct options, f)
-static const struct opt_def opt_defs[] = {
-    {"listen", OPT_STRING, FIELD(gw.listen), 0, 0, "ADDR",
-     "address to serve (default " DEFAULT_LISTEN ")"},
-    {"backend", OPT_SPECIAL, 0, 0, 0, "ADDR",
-     "a cabrank-ledger to forward to, repeatable, at least one"},
-    {"threads", OPT_NUM, FIELD(gw.threads), 1, 1024, "N", "pool threads (default 4)"},
-    {"promotion", OPT_STRING, FIELD(gw.promotion), 0, 0, "ORDER",
-     "L/F promotion: native, lifo, fifo, priority,\nlifo-lockfree (default lifo)"},
-    {"connections", OPT_NUM, FIELD(gw.connections), 1, 64, "N",
-     "multiplexed connections per back end (default 2)"},
-    {"health-interval", OPT_SECONDS, FIELD(gw.health_interval_ms), 0, 0, "SECS",
-     "PING every back-end connection this often; no reply in\n"
-     "twice as long fails it (default 1)"},
-    {"timeout", OPT_SECONDS, FIELD(gw.timeout_ms), 0, 0, "SECS",
-     "per forwarded request (default 10)"},
-    {"log-level", OPT_SPECIAL, 0, 0, 0, "LEVEL", "error, warn, info or debug (default info)"},
-    {"error-log", OPT_STRING, FIELD(error_log), 0, 0, "FILE", "error log (default stderr)"},
+static const struct opts_table opt_table = {
+    .defs = opt_defs,
+    .ndefs = sizeof(opt_defs) / sizeof(opt_defs[0]),
+    .special = set_special,
+    .width = 24,
 };
-#define NOPTS (sizeof(opt_defs) / sizeof(opt_defs[0]))
 
 static void usage(FILE *f)
 {
@@ -90,153 +117,60 @@ static void usage(FILE *f)
           "and failing over. Values as --flag VALUE or --flag=VALUE.\n"
           "\n",
           f);
-    for (size_t i = 0; i < NOPTS; i++) {
-        const struct opt_def *d = &opt_defs[i];
-        char flag[64];
-
-        snprintf(flag, sizeof(flag), "--%s %s", d->name, d->arg);
-        fprintf(f, "  %-24s ", flag);
-        for (const char *s = d->help; *s != '\0'; s++) {
-            fputc(*s, f);
-            if (*s == '\n')
-                fprintf(f, "%27s", "");
-        }
-        fputc('\n', f);
-    }
+    opts_print_help(f, &opt_table);
     fputs("  --help                   this text\n"
           "\n"
           "Signals: TERM/INT stop gracefully.\n",
           f);
 }
 
-/* One line on stderr, exit status 2. */
-__attribute__((format(printf, 1, 2), noreturn)) static void die_usage(const char *fmt, ...)
+/* The options that are more than a field: addresses, checked here so a
+ * typo is a usage error rather than a failed start, and the log level. */
+static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
+                       struct opts_err *e)
 {
-    char msg[512];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, PROG ": %s (see --help)\n", msg);
-    exit(EXIT_USAGE);
-}
-
-static unsigned parse_uint(const char *name, const char *v, unsigned min, unsigned max)
-{
-    char *end;
-    unsigned long n;
-
-    errno = 0;
-    if (v[0] < '0' || v[0] > '9')
-        die_usage("--%s wants a number, not '%s'", name, v);
-    n = strtoul(v, &end, 10);
-    if (errno != 0 || *end != '\0' || n < min || n > max)
-        die_usage("--%s: '%s' is not a number in %u..%u", name, v, min, max);
-    return (unsigned)n;
-}
-
-/* Seconds, fractions allowed, into milliseconds (at least 1). */
-static uint64_t parse_seconds(const char *name, const char *v)
-{
-    char *end;
-    double s;
-
-    errno = 0;
-    if (!((v[0] >= '0' && v[0] <= '9') || v[0] == '.'))
-        die_usage("--%s wants seconds, not '%s'", name, v);
-    s = strtod(v, &end);
-    if (errno != 0 || *end != '\0' || !(s > 0) || s > 86400.0)
-        die_usage("--%s: '%s' is not a positive number of seconds", name, v);
-    return s * 1000 < 1 ? 1 : (uint64_t)(s * 1000 + 0.5);
-}
-
-static void check_address(const char *name, const char *v)
-{
+    struct options *o = obj;
     struct sockaddr_storage ss;
     socklen_t len;
 
+    CR_UNUSED(arg);
+    if (strcmp(d->name, "log-level") == 0) {
+        if (cr_log_parse_level(v, &o->log_level) < 0)
+            return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
+        return 0;
+    }
     if (cr_listener_parse(v, &ss, &len) < 0)
-        die_usage("--%s: bad address '%s': numeric, with a port", name, v);
-}
-
-static void check_promotion(const char *v)
-{
-    for (const char *const *p = cr_lf_pool_promotions(); *p != NULL; p++) {
-        if (strcmp(*p, v) == 0)
-            return;
+        return opts_fail(e, "--%s: bad address '%s': numeric, with a port", d->name, v);
+    if (strcmp(d->name, "listen") == 0) {
+        o->gw.listen = v;
+    } else {
+        if (o->gw.nbackends == OLTP_GATEWAY_MAX_BACKENDS)
+            return opts_fail(e, "at most %d --backend", OLTP_GATEWAY_MAX_BACKENDS);
+        o->backends[o->gw.nbackends++] = v;
     }
-    die_usage("--promotion: unknown order '%s'", v);
+    return 0;
 }
 
-static void set_option(struct options *o, const struct opt_def *d, const char *v)
-{
-    char *field = (char *)o + d->off;
-
-    switch (d->kind) {
-    case OPT_NUM:
-        *(unsigned *)(void *)field = parse_uint(d->name, v, d->min, d->max);
-        break;
-    case OPT_SECONDS:
-        *(uint64_t *)(void *)field = parse_seconds(d->name, v);
-        break;
-    case OPT_STRING:
-        if (strcmp(d->name, "listen") == 0)
-            check_address(d->name, v);
-        if (strcmp(d->name, "promotion") == 0)
-            check_promotion(v);
-        *(const char **)(void *)field = v;
-        break;
-    case OPT_SPECIAL:
-        if (strcmp(d->name, "backend") == 0) {
-            check_address(d->name, v);
-            if (o->gw.nbackends == OLTP_GATEWAY_MAX_BACKENDS)
-                die_usage("at most %d --backend", OLTP_GATEWAY_MAX_BACKENDS);
-            o->backends[o->gw.nbackends++] = v;
-        } else if (cr_log_parse_level(v, &o->log_level) < 0) {
-            die_usage("unknown log level '%s' (error, warn, info, debug)", v);
-        }
-        break;
-    }
-}
-
+/* The options from argv; exits for --help and for a bad flag. */
 static void parse_args(struct options *o, int argc, char **argv)
 {
+    struct opts_err e;
+    int err;
+
     memset(o, 0, sizeof(*o));
     o->gw.listen = DEFAULT_LISTEN;
     o->log_level = CR_LOG_INFO;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *eq;
-        const char *v;
-        size_t len;
-        const struct opt_def *d = NULL;
-
-        if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        }
-        if (strncmp(a, "--", 2) != 0)
-            die_usage("unexpected argument '%s'", a);
-        a += 2;
-        eq = strchr(a, '=');
-        len = eq != NULL ? (size_t)(eq - a) : strlen(a);
-        for (size_t k = 0; k < NOPTS; k++) {
-            if (strlen(opt_defs[k].name) == len && memcmp(opt_defs[k].name, a, len) == 0)
-                d = &opt_defs[k];
-        }
-        if (d == NULL)
-            die_usage("unknown option '%s'", argv[i]);
-        if (eq != NULL)
-            v = eq + 1;
-        else if (i + 1 < argc)
-            v = argv[++i];
-        else
-            die_usage("--%s wants a value", d->name);
-        set_option(o, d, v);
+    err = opts_parse(&opt_table, o, argc, argv, NULL, &e);
+    if (err == OPTS_HELP) {
+        usage(stdout);
+        exit(EXIT_SUCCESS);
     }
-    if (o->gw.nbackends == 0)
-        die_usage("at least one --backend is needed");
+    if (err == 0 && o->gw.nbackends == 0)
+        err = opts_fail(&e, "at least one --backend is needed");
+    if (err < 0) {
+        opts_print_error(PROG, &e);
+        exit(EXIT_USAGE);
+    }
     o->gw.backends = o->backends;
 }
 
