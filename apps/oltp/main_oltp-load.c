@@ -9,11 +9,11 @@
  * unexpected error, something acknowledged) and the checker's four. Exit 0
  * when none failed, 1 otherwise, 2 for a bad flag.
  */
+#include "../common/options.h"
 #include "oltp_check.h"
 #include "oltp_load.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,92 +21,165 @@
 #include <unistd.h>
 
 #define PROG       "cabrank-oltp-load"
-#define EXIT_USAGE 2
+#define EXIT_USAGE OPTS_EXIT_USAGE
 
-enum {
-    OPT_TARGET = 256,
-    OPT_CLIENTS,
-    OPT_RATE,
-    OPT_SECONDS,
-    OPT_REQUESTS,
-    OPT_ACCOUNTS,
-    OPT_SETUP,
-    OPT_MIX,
-    OPT_LOG,
-    OPT_APPEND,
-    OPT_CHECK,
-    OPT_DB,
-    OPT_CHECK_ONLY,
-    OPT_RETRY,
-    OPT_EXPECT_SUM,
-    OPT_CPR,
-    OPT_HELP,
+/* What the flags set: the load's configuration and the checker's. */
+struct options {
+    struct oltp_load_config cfg;
+    const char *db;
+    bool setup;
+    bool check_only;
+    bool have_sum;
+    int64_t expect_sum;
 };
 
-static const struct option long_opts[] = {
-    {"target", required_argument, NULL, OPT_TARGET},
-    {"clients", required_argument, NULL, OPT_CLIENTS},
-    {"rate", required_argument, NULL, OPT_RATE},
-    {"seconds", required_argument, NULL, OPT_SECONDS},
-    {"requests", required_argument, NULL, OPT_REQUESTS},
-    {"accounts", required_argument, NULL, OPT_ACCOUNTS},
-    {"setup", no_argument, NULL, OPT_SETUP},
-    {"mix", required_argument, NULL, OPT_MIX},
-    {"log", required_argument, NULL, OPT_LOG},
-    {"append", no_argument, NULL, OPT_APPEND},
-    {"check", required_argument, NULL, OPT_CHECK},
-    {"db", required_argument, NULL, OPT_DB},
-    {"check-only", no_argument, NULL, OPT_CHECK_ONLY},
-    {"retry", no_argument, NULL, OPT_RETRY},
-    {"expect-sum", required_argument, NULL, OPT_EXPECT_SUM},
-    {"connect-per-request", no_argument, NULL, OPT_CPR},
-    {"help", no_argument, NULL, OPT_HELP},
-    {NULL, 0, NULL, 0},
+static opts_special_fn set_special;
+
+#define FIELD(f) OPTS_FIELD(struct options, f)
+
+static const struct opts_def opt_defs[] = {
+    {.name = "target",
+     .kind = OPTS_STRING,
+     FIELD(cfg.target),
+     .arg = "ADDR",
+     .help = "a cabrank-gateway or cabrank-ledger"},
+    {.name = "clients",
+     .kind = OPTS_NUM,
+     FIELD(cfg.clients),
+     .min = 1,
+     .max = 10000,
+     .arg = "N",
+     .help = "clients, each a connection and a thread (1)"},
+    {.name = "rate",
+     .kind = OPTS_SPECIAL,
+     .arg = "R",
+     .help = "requests/s over all clients, open loop (a session counts as\n"
+             "one); 0 = closed loop (0)"},
+    {.name = "seconds", .kind = OPTS_SPECIAL, .arg = "S", .help = "run for S seconds"},
+    {.name = "requests",
+     .kind = OPTS_NUM,
+     FIELD(cfg.requests),
+     .min = 0,
+     .max = UINT64_MAX,
+     .arg = "N",
+     .help = "run for N requests (with neither bound: 1 s)"},
+    {.name = "accounts",
+     .kind = OPTS_NUM,
+     FIELD(cfg.accounts),
+     .min = 2,
+     .max = 10000000,
+     .arg = "N",
+     .help = "accounts 1..N (100)"},
+    {.name = "setup",
+     .kind = OPTS_FLAG,
+     FIELD(setup),
+     .help = "open and fund the accounts first (again: no change);\n"
+             "with no bound given, only that"},
+    {.name = "mix",
+     .kind = OPTS_SPECIAL,
+     .arg = "transfer|mixed",
+     .help = "transfers only, or with balance reads and sessions"},
+    {.name = "log",
+     .kind = OPTS_STRING,
+     FIELD(cfg.log),
+     .arg = "FILE",
+     .help = "acknowledged transfers (and FILE.sent: outcome unknown)"},
+    {.name = "append",
+     .kind = OPTS_FLAG,
+     FIELD(cfg.append),
+     .help = "append to the logs (several runs, one database)"},
+    {.name = "check",
+     .kind = OPTS_STRING,
+     FIELD(db),
+     .arg = "DBURL",
+     .help = "then check the database (SQLite path or postgresql://)"},
+    {.name = "db",
+     .kind = OPTS_STRING,
+     FIELD(db),
+     .arg = "DBURL",
+     .help = "the same, for --check-only"},
+    {.name = "check-only",
+     .kind = OPTS_FLAG,
+     FIELD(check_only),
+     .help = "no load: check --log against --db"},
+    {.name = "retry",
+     .kind = OPTS_FLAG,
+     FIELD(cfg.retry),
+     .help = "resend a transfer whose connection failed until acknowledged"},
+    {.name = "expect-sum",
+     .kind = OPTS_SPECIAL,
+     .arg = "S",
+     .help = "the sum of balances to expect (accounts * 100000)"},
+    {.name = "connect-per-request",
+     .kind = OPTS_FLAG,
+     FIELD(cfg.connect_per_request),
+     .help = "a new connection for every request"},
 };
 
-static const char usage[] =
-    "usage: " PROG " --target HOST:PORT [options]\n"
-    "  --target ADDR          a cabrank-gateway or cabrank-ledger\n"
-    "  --clients N            clients, each a connection and a thread (1)\n"
-    "  --rate R               requests/s over all clients, open loop (a session counts as\n"
-    "                         one); 0 = closed loop (0)\n"
-    "  --seconds S            run for S seconds\n"
-    "  --requests N           run for N requests (with neither bound: 1 s)\n"
-    "  --accounts N           accounts 1..N (100)\n"
-    "  --setup                open and fund the accounts first (again: no change);\n"
-    "                         with no bound given, only that\n"
-    "  --mix transfer|mixed   transfers only, or with balance reads and sessions\n"
-    "  --log FILE             acknowledged transfers (and FILE.sent: outcome unknown)\n"
-    "  --append               append to the logs (several runs, one database)\n"
-    "  --check DBURL          then check the database (SQLite path or postgresql://)\n"
-    "  --db DBURL             the same, for --check-only\n"
-    "  --check-only           no load: check --log against --db\n"
-    "  --retry                resend a transfer whose connection failed until acknowledged\n"
-    "  --expect-sum S         the sum of balances to expect (accounts * 100000)\n"
-    "  --connect-per-request  a new connection for every request\n";
+static const struct opts_table opt_table = {
+    .defs = opt_defs,
+    .ndefs = sizeof(opt_defs) / sizeof(opt_defs[0]),
+    .special = set_special,
+    .width = 22,
+};
 
-static int bad(const char *what, const char *arg)
-{
-    fprintf(stderr, PROG ": %s%s (--help)\n", arg, what);
-    return EXIT_USAGE;
-}
-
-static bool parse_u64(const char *s, uint64_t *v)
-{
-    char *end;
-
-    errno = 0;
-    *v = strtoull(s, &end, 10);
-    return errno == 0 && end != s && *end == '\0' && s[0] != '-';
-}
-
+/* A number >= 0 (fractions allowed) into *v. */
 static bool parse_double(const char *s, double *v)
 {
     char *end;
 
+    /* strtod alone takes " 1", "-0", "inf" and "nan". */
+    if (!((s[0] >= '0' && s[0] <= '9') || s[0] == '.'))
+        return false;
     errno = 0;
     *v = strtod(s, &end);
     return errno == 0 && end != s && *end == '\0' && *v >= 0;
+}
+
+/* The options that are not a plain field: doubles, an enum, a signed sum. */
+static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
+                       struct opts_err *e)
+{
+    struct options *o = obj;
+
+    (void)arg;
+    if (strcmp(d->name, "rate") == 0) {
+        if (!parse_double(v, &o->cfg.rate))
+            return opts_fail(e, "--rate: '%s' is not a number >= 0", v);
+    } else if (strcmp(d->name, "seconds") == 0) {
+        if (!parse_double(v, &o->cfg.seconds) || o->cfg.seconds > 86400)
+            return opts_fail(e, "--seconds: '%s' is not a number in 0..86400", v);
+    } else if (strcmp(d->name, "mix") == 0) {
+        if (strcmp(v, "transfer") == 0)
+            o->cfg.mix = OLTP_MIX_TRANSFER;
+        else if (strcmp(v, "mixed") == 0)
+            o->cfg.mix = OLTP_MIX_MIXED;
+        else
+            return opts_fail(e, "unknown --mix '%s' (transfer, mixed)", v);
+    } else if (strcmp(d->name, "expect-sum") == 0) {
+        char *end;
+
+        errno = 0;
+        o->expect_sum = strtoll(v, &end, 10);
+        if (errno != 0 || end == v || *end != '\0')
+            return opts_fail(e, "--expect-sum: '%s' is not an integer", v);
+        o->have_sum = true;
+    }
+    return 0;
+}
+
+/* The options from argv, checked together. 0, OPTS_HELP or -EINVAL. */
+static int parse_args(struct options *o, int argc, char **argv, struct opts_err *e)
+{
+    int err = opts_parse(&opt_table, o, argc, argv, NULL, e);
+
+    if (err != 0)
+        return err;
+    if (o->check_only && (o->db == NULL || o->cfg.log == NULL))
+        return opts_fail(e, "--check-only needs --log and --db");
+    if (!o->check_only && o->cfg.target == NULL)
+        return opts_fail(e, "--target is required");
+    return 0;
 }
 
 static void verdict(unsigned *passed, unsigned *failed, const char *name, bool pass,
@@ -123,117 +196,43 @@ static void verdict(unsigned *passed, unsigned *failed, const char *name, bool p
 
 int main(int argc, char **argv)
 {
-    struct oltp_load_config cfg = {0};
-    const char *db = NULL;
-    bool setup = false;
-    bool check_only = false;
-    bool have_sum = false;
-    int64_t expect_sum = 0;
+    struct options opts = {0};
+    struct options *o = &opts;
+    struct oltp_load_config *cfg = &opts.cfg;
+    struct opts_err e;
     char tmp_log[64] = "";
     unsigned passed = 0;
     unsigned failed = 0;
-    int opt;
+    int rc = parse_args(o, argc, argv, &e);
 
-    while ((opt = getopt_long(argc, argv, "", long_opts, NULL)) != -1) {
-        uint64_t u;
-
-        switch (opt) {
-        case OPT_TARGET:
-            cfg.target = optarg;
-            break;
-        case OPT_CLIENTS:
-            if (!parse_u64(optarg, &u) || u == 0 || u > 10000)
-                return bad(" for --clients: 1..10000", optarg);
-            cfg.clients = (unsigned)u;
-            break;
-        case OPT_RATE:
-            if (!parse_double(optarg, &cfg.rate))
-                return bad(" for --rate: a number >= 0", optarg);
-            break;
-        case OPT_SECONDS:
-            if (!parse_double(optarg, &cfg.seconds) || cfg.seconds > 86400)
-                return bad(" for --seconds: 0..86400", optarg);
-            break;
-        case OPT_REQUESTS:
-            if (!parse_u64(optarg, &cfg.requests))
-                return bad(" for --requests: a count", optarg);
-            break;
-        case OPT_ACCOUNTS:
-            if (!parse_u64(optarg, &cfg.accounts) || cfg.accounts < 2 || cfg.accounts > 10000000)
-                return bad(" for --accounts: 2..10000000", optarg);
-            break;
-        case OPT_SETUP:
-            setup = true;
-            break;
-        case OPT_MIX:
-            if (strcmp(optarg, "transfer") == 0)
-                cfg.mix = OLTP_MIX_TRANSFER;
-            else if (strcmp(optarg, "mixed") == 0)
-                cfg.mix = OLTP_MIX_MIXED;
-            else
-                return bad(" for --mix: transfer or mixed", optarg);
-            break;
-        case OPT_LOG:
-            cfg.log = optarg;
-            break;
-        case OPT_APPEND:
-            cfg.append = true;
-            break;
-        case OPT_CHECK:
-        case OPT_DB:
-            db = optarg;
-            break;
-        case OPT_CHECK_ONLY:
-            check_only = true;
-            break;
-        case OPT_RETRY:
-            cfg.retry = true;
-            break;
-        case OPT_EXPECT_SUM: {
-            char *end;
-
-            errno = 0;
-            expect_sum = strtoll(optarg, &end, 10);
-            if (errno != 0 || end == optarg || *end != '\0')
-                return bad(" for --expect-sum: an integer", optarg);
-            have_sum = true;
-            break;
-        }
-        case OPT_CPR:
-            cfg.connect_per_request = true;
-            break;
-        case OPT_HELP:
-            fputs(usage, stdout);
-            return 0;
-        default:
-            return bad("", "bad option");
-        }
+    if (rc == OPTS_HELP) {
+        fputs("usage: " PROG " --target HOST:PORT [options]\n", stdout);
+        opts_print_help(stdout, &opt_table);
+        return 0;
     }
-    if (optind < argc)
-        return bad(": unexpected argument", argv[optind]);
-    if (check_only && (db == NULL || cfg.log == NULL))
-        return bad("", "--check-only needs --log and --db");
-    if (!check_only && cfg.target == NULL)
-        return bad("", "--target is required");
-    if (!have_sum)
-        expect_sum =
-            (int64_t)(cfg.accounts != 0 ? cfg.accounts : OLTP_LOAD_ACCOUNTS) * OLTP_LOAD_DEPOSIT;
+    if (rc < 0) {
+        opts_print_error(PROG, &e);
+        return EXIT_USAGE;
+    }
+    if (!o->have_sum)
+        o->expect_sum =
+            (int64_t)(cfg->accounts != 0 ? cfg->accounts : OLTP_LOAD_ACCOUNTS) * OLTP_LOAD_DEPOSIT;
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    if (!check_only) {
+    if (!o->check_only) {
         struct oltp_load_result res;
         char what[160];
         int err;
 
-        if (setup) {
-            if (oltp_load_setup(&cfg, stderr) < 0)
+        if (o->setup) {
+            if (oltp_load_setup(cfg, stderr) < 0)
                 return 1;
             printf("setup: accounts 1..%" PRIu64 " open, %d each\n",
-                   cfg.accounts != 0 ? cfg.accounts : OLTP_LOAD_ACCOUNTS, OLTP_LOAD_DEPOSIT);
-            if (cfg.seconds == 0 && cfg.requests == 0 && db == NULL)
+                   cfg->accounts != 0 ? cfg->accounts : OLTP_LOAD_ACCOUNTS, OLTP_LOAD_DEPOSIT);
+            if (cfg->seconds == 0 && cfg->requests == 0 && o->db == NULL)
                 return 0;
         }
-        if (db != NULL && cfg.log == NULL) {
+        if (o->db != NULL && cfg->log == NULL) {
             int fd;
 
             /* The checker reads what the load wrote: it needs a log. */
@@ -244,19 +243,20 @@ int main(int argc, char **argv)
                 return 1;
             }
             close(fd);
-            cfg.log = tmp_log;
+            cfg->log = tmp_log;
         }
-        err = oltp_load_run(&cfg, &res, stderr);
+        err = oltp_load_run(cfg, &res, stderr);
         if (err == -EINVAL)
             return EXIT_USAGE;
-        oltp_load_print(&cfg, &res, stdout);
+        oltp_load_print(cfg, &res, stdout);
         snprintf(what, sizeof(what),
                  "%" PRIu64 " unexpected errors, %" PRIu64 " transfers acknowledged%s",
                  res.unexpected, res.acked, err < 0 ? ", the run failed" : "");
         verdict(&passed, &failed, "load", err == 0 && res.unexpected == 0 && res.acked > 0, what);
     }
-    if (db != NULL) {
-        struct oltp_check_config cc = {.log = cfg.log, .db_url = db, .expect_sum = expect_sum};
+    if (o->db != NULL) {
+        struct oltp_check_config cc = {
+            .log = cfg->log, .db_url = o->db, .expect_sum = o->expect_sum};
         struct oltp_check_result cr;
 
         if (oltp_check_run(&cc, stdout, &cr) < 0) {
