@@ -93,20 +93,6 @@ static int start_gateway(struct hc_server *s, const uint16_t *ports, unsigned n,
 /* ------------------------------------------------------------------ failover
  * load */
 
-/* The failover load: every transfer answered, none resent by the clients
- * (the gateway does the resending). */
-static void load_init(struct cr_test_oltp_load *ld, uint16_t port, unsigned per)
-{
-    memset(ld, 0, sizeof(*ld));
-    ld->port = port;
-    ld->clients = CLIENTS;
-    ld->per_client = per;
-    ld->accounts = ACCOUNTS;
-    ld->max_amount = 500;
-    ld->seed = 7919u;
-    ld->reply_tmo_ms = hc_tmo(60000);
-}
-
 static void check_db(const char *url, struct cr_test_oltp_load *ld)
 {
     static struct cr_test_oltp_verdict v;
@@ -148,12 +134,11 @@ static void test_failover(const char *url, const char *dir)
     struct hc_server gw = {0};
     uint16_t ports[2];
     uint64_t end;
-    unsigned kill_at;
+    unsigned per = hc_is_sanitized() ? MAX_PER / 3 : MAX_PER;
+    unsigned kill_at = CLIENTS * per / 3;
     int status = 0;
 
     snprintf(log, sizeof(log), "%s/gateway-failover.log", dir);
-    load_init(&ld, 0, hc_is_sanitized() ? MAX_PER / 3 : MAX_PER);
-    kill_at = CLIENTS * ld.per_client / 3;
     if (cr_test_oltp_make_db(url, ACCOUNTS, START_BALANCE) < 0 || start_ledger(&la, url) < 0 ||
         start_ledger(&lb, url) < 0) {
         CHECK(false, "set-up");
@@ -165,8 +150,17 @@ static void test_failover(const char *url, const char *dir)
         CHECK(false, "gateway start");
         goto out;
     }
-    ld.port = gw.port;
-    if (cr_test_oltp_load_start(&ld) < 0)
+    /* Every transfer answered, none resent by a client: the gateway does
+     * the resending. */
+    if (cr_test_oltp_load_start(&ld, &(struct cr_test_oltp_load_config){
+                                         .port = gw.port,
+                                         .clients = CLIENTS,
+                                         .per_client = per,
+                                         .accounts = ACCOUNTS,
+                                         .max_amount = 500,
+                                         .seed = 7919u,
+                                         .reply_tmo_ms = hc_tmo(60000),
+                                     }) < 0)
         abort();
     /* Mid-load: a third of the transfers acknowledged. */
     end = cr_test_now_ms() + (uint64_t)hc_tmo(60000);
@@ -183,7 +177,7 @@ static void test_failover(const char *url, const char *dir)
         CHECK(ld.c[i].failed == 0 && ld.c[i].unexpected == 0,
               "client %u: %u errors (last status %u: %s)", i, ld.c[i].failed + ld.c[i].unexpected,
               ld.c[i].last_unexpected, oltp_status_name(ld.c[i].last_unexpected));
-        CHECK(ld.c[i].sent == ld.per_client, "client %u sent %u", i, ld.c[i].sent);
+        CHECK(ld.c[i].sent == per, "client %u sent %u", i, ld.c[i].sent);
     }
     CHECK(hc_stop(&gw) == 0, "gateway: graceful stop, exit 0");
     CHECK(hc_stop(&lb) == 0, "ledger b: graceful stop");

@@ -22,20 +22,6 @@
 #define ACCOUNTS      16
 #define START_BALANCE 1000
 
-/* The load: each client resends a transfer it holds no answer for only in
- * the crash test (reconnect); elsewhere a lost connection fails. */
-static void load_init(struct cr_test_oltp_load *ld, uint16_t port, unsigned clients, unsigned per)
-{
-    memset(ld, 0, sizeof(*ld));
-    ld->port = port;
-    ld->clients = clients;
-    ld->per_client = per;
-    ld->accounts = ACCOUNTS;
-    ld->max_amount = 300;
-    ld->seed = 12345u;
-    ld->reply_tmo_ms = hc_tmo(10000);
-}
-
 /* The checker: what the clients were told against what the database holds. */
 static void check_db(const char *what, const char *path, struct cr_test_oltp_load *ld)
 {
@@ -95,9 +81,18 @@ static void test_model(const char *model, const char *url, unsigned clients, uns
         hc_failures++;
         return;
     }
-    load_init(&ld, s.port, clients, per);
     t0 = cr_test_now_ms();
-    CHECK(cr_test_oltp_load_start(&ld) == 0, "%s: starting clients", what);
+    CHECK(cr_test_oltp_load_start(&ld,
+                                  &(struct cr_test_oltp_load_config){
+                                      .port = s.port,
+                                      .clients = clients,
+                                      .per_client = per,
+                                      .accounts = ACCOUNTS,
+                                      .max_amount = 300,
+                                      .seed = 12345u,
+                                      .reply_tmo_ms = hc_tmo(10000),
+                                  }) == 0,
+          "%s: starting clients", what);
     cr_test_oltp_load_join(&ld);
     fprintf(stderr, "%s: %u clients x %u transfers in %llu ms\n", what, clients, per,
             (unsigned long long)(cr_test_now_ms() - t0));
@@ -124,10 +119,20 @@ static void test_kill_restart(unsigned clients, unsigned per)
         hc_failures++;
         return;
     }
-    load_init(&ld, s.port, clients, per);
-    ld.reconnect = true;
-    ld.deadline_ms = cr_test_now_ms() + (uint64_t)hc_tmo(40000);
-    CHECK(cr_test_oltp_load_start(&ld) == 0, "crash: starting clients");
+    /* A client resends every transfer it holds no answer for. */
+    CHECK(cr_test_oltp_load_start(&ld,
+                                  &(struct cr_test_oltp_load_config){
+                                      .port = s.port,
+                                      .clients = clients,
+                                      .per_client = per,
+                                      .accounts = ACCOUNTS,
+                                      .max_amount = 300,
+                                      .seed = 12345u,
+                                      .reply_tmo_ms = hc_tmo(10000),
+                                      .reconnect = true,
+                                      .deadline_ms = cr_test_now_ms() + (uint64_t)hc_tmo(40000),
+                                  }) == 0,
+          "crash: starting clients");
     /* Mid-load: about a second, or a quarter of the transfers answered
      * (a slow sanitizer build), whichever comes first. */
     until = cr_test_now_ms() + 1000;
@@ -139,7 +144,7 @@ static void test_kill_restart(unsigned clients, unsigned per)
     fprintf(stderr, "crash: killed after %u acknowledged transfers\n", atomic_load(&ld.acked));
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "crash: not killed");
     /* The port may still be held for a moment (connections closing). */
-    snprintf(listen, sizeof(listen), "127.0.0.1:%u", (unsigned)ld.port);
+    snprintf(listen, sizeof(listen), "127.0.0.1:%u", (unsigned)ld.cfg.port);
     until = cr_test_now_ms() + (uint64_t)hc_tmo(10000);
     while (cr_test_now_ms() < until) {
         err = start_ledger(&s, listen, db, "lf");
@@ -149,7 +154,7 @@ static void test_kill_restart(unsigned clients, unsigned per)
     }
     CHECK(err == 0, "crash: restarting on %s", listen);
     if (err == 0)
-        CHECK(s.port == ld.port, "crash: restarted on port %u", s.port);
+        CHECK(s.port == ld.cfg.port, "crash: restarted on port %u", s.port);
     cr_test_oltp_load_join(&ld);
     CHECK(atomic_load(&ld.lost_connections) > 0, "crash: no client saw the crash");
     for (unsigned c = 0; c < clients; c++)

@@ -98,9 +98,9 @@ int cr_test_oltp_make_db(const char *url, unsigned accounts, int64_t balance)
 static int connect_retry(struct cr_test_oltp_load *ld)
 {
     for (;;) {
-        int fd = cr_test_connect(ld->port);
+        int fd = cr_test_connect(ld->cfg.port);
 
-        if (fd >= 0 || !ld->reconnect || cr_test_now_ms() >= ld->deadline_ms)
+        if (fd >= 0 || !ld->cfg.reconnect || cr_test_now_ms() >= ld->cfg.deadline_ms)
             return fd;
         usleep(20000);
     }
@@ -110,17 +110,17 @@ static void *client_main(void *arg)
 {
     struct cr_test_oltp_client *c = arg;
     struct cr_test_oltp_load *ld = c->ld;
-    unsigned seed = ld->seed + c->idx * 7919u;
+    unsigned seed = ld->cfg.seed + c->idx * 7919u;
     int fd = connect_retry(ld);
 
-    for (unsigned i = 0; i < ld->per_client; i++) {
+    for (unsigned i = 0; i < ld->cfg.per_client; i++) {
         struct cr_test_oltp_xfer *x = &c->x[i];
         struct oltp_req r = {.op = OLTP_OP_TRANSFER, .id = i + 1};
         struct oltp_reply rp;
 
-        x->from = 1 + rand_r(&seed) % ld->accounts;
-        x->to = 1 + (x->from + rand_r(&seed) % (ld->accounts - 1)) % ld->accounts;
-        x->amount = 1 + rand_r(&seed) % ld->max_amount;
+        x->from = 1 + rand_r(&seed) % ld->cfg.accounts;
+        x->to = 1 + (x->from + rand_r(&seed) % (ld->cfg.accounts - 1)) % ld->cfg.accounts;
+        x->amount = 1 + rand_r(&seed) % ld->cfg.max_amount;
         x->status = CR_TEST_OLTP_NO_ANSWER;
         r.account = x->from;
         r.to = x->to;
@@ -128,7 +128,7 @@ static void *client_main(void *arg)
         cr_test_oltp_key(c->idx, i, r.key);
         c->sent = i + 1;
         for (;;) {
-            int err = fd >= 0 ? cr_test_oltp_call(fd, &r, &rp, ld->reply_tmo_ms) : fd;
+            int err = fd >= 0 ? cr_test_oltp_call(fd, &r, &rp, ld->cfg.reply_tmo_ms) : fd;
 
             if (err == 0)
                 break;
@@ -136,7 +136,7 @@ static void *client_main(void *arg)
                 close(fd);
             fd = -1;
             atomic_fetch_add_explicit(&ld->lost_connections, 1, memory_order_relaxed);
-            if (!ld->reconnect || cr_test_now_ms() >= ld->deadline_ms) {
+            if (!ld->cfg.reconnect || cr_test_now_ms() >= ld->cfg.deadline_ms) {
                 c->failed++;
                 return NULL;
             }
@@ -156,19 +156,20 @@ static void *client_main(void *arg)
     return NULL;
 }
 
-int cr_test_oltp_load_start(struct cr_test_oltp_load *ld)
+int cr_test_oltp_load_start(struct cr_test_oltp_load *ld,
+                            const struct cr_test_oltp_load_config *cfg)
 {
-    if (ld->clients > CR_TEST_OLTP_MAX_CLIENTS || ld->per_client > CR_TEST_OLTP_MAX_PER ||
-        ld->accounts < 2 || ld->max_amount == 0)
+    memset(ld, 0, sizeof(*ld));
+    if (cfg->clients > CR_TEST_OLTP_MAX_CLIENTS || cfg->per_client > CR_TEST_OLTP_MAX_PER ||
+        cfg->accounts < 2 || cfg->max_amount == 0)
         return -EINVAL;
-    atomic_store(&ld->acked, 0);
-    atomic_store(&ld->lost_connections, 0);
-    ld->started = 0;
-    for (unsigned i = 0; i < ld->clients; i++) {
+    ld->cfg = *cfg;
+    atomic_init(&ld->acked, 0);
+    atomic_init(&ld->lost_connections, 0);
+    for (unsigned i = 0; i < cfg->clients; i++) {
         struct cr_test_oltp_client *c = &ld->c[i];
         int err;
 
-        memset(c, 0, sizeof(*c));
         c->ld = ld;
         c->idx = i;
         err = pthread_create(&ld->th[i], NULL, client_main, c);
@@ -218,7 +219,7 @@ static int write_logs(const struct cr_test_oltp_load *ld, const char *log, const
         err = -errno;
         goto out;
     }
-    for (unsigned c = 0; c < ld->clients; c++) {
+    for (unsigned c = 0; c < ld->cfg.clients; c++) {
         for (unsigned s = 0; s < ld->c[c].sent; s++) {
             const struct cr_test_oltp_xfer *x = &ld->c[c].x[s];
             struct ledger_op t = {

@@ -74,17 +74,21 @@ struct cr_test_oltp_client {
  * (every 20 ms) and resends the same transfer with its key until deadline_ms
  * (cr_test_now_ms()); without, it gives up.
  */
-struct cr_test_oltp_load {
-    /* Set before cr_test_oltp_load_start. */
+struct cr_test_oltp_load_config {
     uint16_t port;
     unsigned clients;    /* at most CR_TEST_OLTP_MAX_CLIENTS */
     unsigned per_client; /* at most CR_TEST_OLTP_MAX_PER */
     unsigned accounts;   /* at least 2 */
-    unsigned max_amount;
+    unsigned max_amount; /* at least 1 */
     unsigned seed;
     int reply_tmo_ms;
     bool reconnect;
     uint64_t deadline_ms;
+};
+
+struct cr_test_oltp_load {
+    /* Immutable while the load runs. */
+    struct cr_test_oltp_load_config cfg;
     /* Counted while the load runs, by every client. */
     atomic_uint acked;
     atomic_uint lost_connections;
@@ -93,9 +97,11 @@ struct cr_test_oltp_load {
     unsigned started;
 };
 
-/* Starts ld's client threads (clearing what they count). 0 or -errno (those
- * started still run: join them). Caller's thread only. */
-int cr_test_oltp_load_start(struct cr_test_oltp_load *ld);
+/* Clears ld, copies cfg into it and starts the client threads. 0 or -errno
+ * (-EINVAL: cfg out of range; otherwise those started still run: join
+ * them). Caller's thread only. */
+int cr_test_oltp_load_start(struct cr_test_oltp_load *ld,
+                            const struct cr_test_oltp_load_config *cfg);
 
 /* Waits for every started client thread. Caller's thread only. */
 void cr_test_oltp_load_join(struct cr_test_oltp_load *ld);

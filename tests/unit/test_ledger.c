@@ -17,6 +17,7 @@
 #include "../../apps/oltp/ledger.h"
 #include "../../apps/oltp/ledger_db.h"
 #include "../../apps/oltp/proto.h"
+#include "../support/oltp_client.h"
 #include "../support/support.h"
 
 #include <check.h>
@@ -83,15 +84,12 @@ static void fx_finish(struct fixture *f)
 
 struct client {
     int fd;
-    size_t len;
-    unsigned char buf[2 * OLTP_MAX_FRAME];
 };
 
 static void cl_open(struct client *c, uint16_t port)
 {
     c->fd = cr_test_connect(port);
     ck_assert_int_ge(c->fd, 0);
-    c->len = 0;
 }
 
 static void cl_close(struct client *c)
@@ -125,43 +123,14 @@ static void cl_send_raw(struct client *c, const void *buf, size_t len)
 
 static void cl_send(struct client *c, const struct oltp_req *r)
 {
-    unsigned char buf[OLTP_MAX_FRAME];
-    size_t n = oltp_req_encode(r, buf, sizeof(buf));
-
-    ck_assert_uint_gt(n, 0);
-    cl_send_raw(c, buf, n);
+    ck_assert_int_eq(cr_test_oltp_send(c->fd, r), 0);
 }
 
-/* Reads one reply frame. 0, or -EPIPE at end of stream, -ETIMEDOUT. */
+/* Reads one reply frame (never more, so pipelined replies stay in the
+ * socket). 0, or -EPIPE at end of stream, -ETIMEDOUT, -EBADMSG. */
 static int cl_reply(struct client *c, struct oltp_reply *rp)
 {
-    for (;;) {
-        ssize_t n = oltp_reply_decode(c->buf, c->len, rp);
-        int err;
-
-        if (n > 0) {
-            memmove(c->buf, c->buf + n, c->len - (size_t)n);
-            c->len -= (size_t)n;
-            return 0;
-        }
-        ck_assert_int_eq(n, -EAGAIN);
-        /* One byte at a time would be slow; a frame header says how much. */
-        err = cr_test_read_exact(c->fd, c->buf + c->len, 1, TMO_MS);
-        if (err < 0)
-            return err;
-        c->len++;
-        if (c->len >= OLTP_HEADER_SIZE) {
-            size_t want = OLTP_HEADER_SIZE + ((size_t)c->buf[4] << 24 | (size_t)c->buf[5] << 16 |
-                                              (size_t)c->buf[6] << 8 | c->buf[7]);
-
-            if (want <= sizeof(c->buf) && want > c->len) {
-                err = cr_test_read_exact(c->fd, c->buf + c->len, want - c->len, TMO_MS);
-                if (err < 0)
-                    return err;
-                c->len = want;
-            }
-        }
-    }
+    return cr_test_oltp_recv(c->fd, rp, TMO_MS);
 }
 
 /* Sends r and reads its reply, which must carry r's id and op. */
