@@ -10,40 +10,11 @@
  * an empty log against the same database finds every row foreign.
  * Exit 0 pass, 1 fail (never skips: every program is ours).
  */
-#include "../support/support.h"
+#include "httpd_client.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            failures++;                                                                            \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
-
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path) < 0 ? -1 : 0;
-}
-
-static int start(const char *prog, char **args, pid_t *pid, uint16_t *port)
+static int start(const char *prog, char **args, struct hc_server *s)
 {
     char path[4096];
     char *argv[16];
@@ -55,21 +26,10 @@ static int start(const char *prog, char **args, pid_t *pid, uint16_t *port)
     for (int i = 0; args[i] != NULL && n < 15; i++)
         argv[n++] = args[i];
     argv[n] = NULL;
-    err = cr_test_spawn_server(argv, pid, port, cr_test_tmo(20000));
+    err = cr_test_spawn_server(argv, &s->pid, &s->port, cr_test_tmo(20000));
     if (err < 0)
         fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
     return err;
-}
-
-static void stop(pid_t pid, const char *what)
-{
-    int st = 0;
-
-    if (pid <= 0)
-        return;
-    kill(pid, SIGTERM);
-    CHECK(cr_test_wait_exit(pid, cr_test_tmo(10000), &st) == 0, "%s did not stop on TERM", what);
-    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s exit status %#x", what, st);
 }
 
 /*
@@ -139,10 +99,8 @@ int main(void)
     char ledger_addr[32];
     char gw_addr[32];
     char out[16384];
-    pid_t ledger = 0;
-    pid_t gateway = 0;
-    uint16_t lport = 0;
-    uint16_t gport = 0;
+    struct hc_server ledger = {0};
+    struct hc_server gateway = {0};
     int rc;
 
     signal(SIGPIPE, SIG_IGN);
@@ -157,22 +115,22 @@ int main(void)
     {
         char *args[] = {"--listen", "127.0.0.1:0", "--db", db, "--threads", "8", NULL};
 
-        if (start("cabrank-ledger", args, &ledger, &lport) < 0) {
-            failures++;
+        if (start("cabrank-ledger", args, &ledger) < 0) {
+            hc_failures++;
             goto out;
         }
     }
-    snprintf(ledger_addr, sizeof(ledger_addr), "127.0.0.1:%u", lport);
+    snprintf(ledger_addr, sizeof(ledger_addr), "127.0.0.1:%u", ledger.port);
     {
         char *args[] = {"--listen",  "127.0.0.1:0", "--backend", ledger_addr,
                         "--threads", "8",           NULL};
 
-        if (start("cabrank-gateway", args, &gateway, &gport) < 0) {
-            failures++;
+        if (start("cabrank-gateway", args, &gateway) < 0) {
+            hc_failures++;
             goto out;
         }
     }
-    snprintf(gw_addr, sizeof(gw_addr), "127.0.0.1:%u", gport);
+    snprintf(gw_addr, sizeof(gw_addr), "127.0.0.1:%u", gateway.port);
 
     /* Through the gateway: set-up, then transfers with the checker. */
     {
@@ -231,9 +189,10 @@ int main(void)
     }
 
 out:
-    stop(gateway, "cabrank-gateway");
-    stop(ledger, "cabrank-ledger");
-    (void)nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-    fprintf(stderr, "oltp_run: %s\n", failures == 0 ? "pass" : "FAIL");
-    return failures == 0 ? 0 : 1;
+    /* Each must stop on TERM and exit 0. */
+    CHECK(hc_stop_sig(&gateway, SIGTERM, cr_test_tmo(10000)) == 0, "cabrank-gateway: TERM, exit 0");
+    CHECK(hc_stop_sig(&ledger, SIGTERM, cr_test_tmo(10000)) == 0, "cabrank-ledger: TERM, exit 0");
+    hc_rmtree(dir);
+    fprintf(stderr, "oltp_run: %s\n", hc_failures == 0 ? "pass" : "FAIL");
+    return hc_failures == 0 ? 0 : 1;
 }
