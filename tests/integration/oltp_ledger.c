@@ -22,6 +22,26 @@
 #define ACCOUNTS      16
 #define START_BALANCE 1000
 
+/* The load: with reconnect, a client resends every transfer it holds no
+ * answer for (for 40 s, scaled); without, a lost connection ends it. */
+static int start_load(struct cr_test_oltp_load *ld, uint16_t port, unsigned clients, unsigned per,
+                      bool reconnect)
+{
+    struct cr_test_oltp_load_config cfg = {
+        .port = port,
+        .clients = clients,
+        .per_client = per,
+        .accounts = ACCOUNTS,
+        .max_amount = 300,
+        .seed = 12345u,
+        .reply_tmo_ms = hc_tmo(10000),
+        .reconnect = reconnect,
+        .deadline_ms = cr_test_now_ms() + (uint64_t)hc_tmo(40000),
+    };
+
+    return cr_test_oltp_load_start(ld, &cfg);
+}
+
 /* The checker: what the clients were told against what the database holds. */
 static void check_db(const char *what, const char *path, struct cr_test_oltp_load *ld)
 {
@@ -82,17 +102,7 @@ static void test_model(const char *model, const char *url, unsigned clients, uns
         return;
     }
     t0 = cr_test_now_ms();
-    CHECK(cr_test_oltp_load_start(&ld,
-                                  &(struct cr_test_oltp_load_config){
-                                      .port = s.port,
-                                      .clients = clients,
-                                      .per_client = per,
-                                      .accounts = ACCOUNTS,
-                                      .max_amount = 300,
-                                      .seed = 12345u,
-                                      .reply_tmo_ms = hc_tmo(10000),
-                                  }) == 0,
-          "%s: starting clients", what);
+    CHECK(start_load(&ld, s.port, clients, per, false) == 0, "%s: starting clients", what);
     cr_test_oltp_load_join(&ld);
     fprintf(stderr, "%s: %u clients x %u transfers in %llu ms\n", what, clients, per,
             (unsigned long long)(cr_test_now_ms() - t0));
@@ -119,20 +129,7 @@ static void test_kill_restart(unsigned clients, unsigned per)
         hc_failures++;
         return;
     }
-    /* A client resends every transfer it holds no answer for. */
-    CHECK(cr_test_oltp_load_start(&ld,
-                                  &(struct cr_test_oltp_load_config){
-                                      .port = s.port,
-                                      .clients = clients,
-                                      .per_client = per,
-                                      .accounts = ACCOUNTS,
-                                      .max_amount = 300,
-                                      .seed = 12345u,
-                                      .reply_tmo_ms = hc_tmo(10000),
-                                      .reconnect = true,
-                                      .deadline_ms = cr_test_now_ms() + (uint64_t)hc_tmo(40000),
-                                  }) == 0,
-          "crash: starting clients");
+    CHECK(start_load(&ld, s.port, clients, per, true) == 0, "crash: starting clients");
     /* Mid-load: about a second, or a quarter of the transfers answered
      * (a slow sanitizer build), whichever comes first. */
     until = cr_test_now_ms() + 1000;
