@@ -59,6 +59,22 @@ struct opts_def {
 /* The field f of the struct type t, for an opts_def initialiser. */
 #define OPTS_FIELD(t, f) .off = offsetof(t, f), .size = sizeof(((t *)0)->f)
 
+/*
+ * The fields of one table row, into field f of struct type t, to put in
+ * braces with whatever else the row sets:
+ * {OPTS_DEF_NUM("threads", struct options, threads, 1, 64, "N", "..."), .scope = 1}.
+ */
+#define OPTS_DEF_NUM(nm, t, f, lo, hi, a, h)                                                       \
+    .name = nm, .kind = OPTS_NUM, OPTS_FIELD(t, f), .min = lo, .max = hi, .arg = a, .help = h
+#define OPTS_DEF_SECONDS(nm, t, f, hi, h)                                                          \
+    .name = nm, .kind = OPTS_SECONDS, OPTS_FIELD(t, f), .max = hi, .arg = "SECS", .help = h
+#define OPTS_DEF_FLAG(nm, t, f, h) .name = nm, .kind = OPTS_FLAG, OPTS_FIELD(t, f), .help = h
+#define OPTS_DEF_STRING(nm, t, f, a, h)                                                            \
+    .name = nm, .kind = OPTS_STRING, OPTS_FIELD(t, f), .arg = a, .help = h
+#define OPTS_DEF_CHOICE(nm, t, f, list, a, h)                                                      \
+    .name = nm, .kind = OPTS_CHOICE, OPTS_FIELD(t, f), .choices = list, .arg = a, .help = h
+#define OPTS_DEF_SPECIAL(nm, a, h) .name = nm, .kind = OPTS_SPECIAL, .arg = a, .help = h
+
 /* Where a parse error is described: one line, without the program's name. */
 struct opts_err {
     char msg[400];
@@ -79,6 +95,12 @@ struct opts_table {
     unsigned width;           /* --help: the flag column's width */
     bool version;             /* --version is an option (else unknown) */
 };
+
+/* The table of the array arr, for a static initialiser. */
+#define OPTS_TABLE(arr, fn, w)                                                                     \
+    {                                                                                              \
+        .defs = arr, .ndefs = sizeof(arr) / sizeof((arr)[0]), .special = fn, .width = w            \
+    }
 
 /* Describes the error in e; returns -EINVAL. */
 __attribute__((format(printf, 2, 3))) int opts_fail(struct opts_err *e, const char *fmt, ...);
