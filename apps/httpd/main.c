@@ -102,32 +102,29 @@ static const char *const *async_engines(void)
     return list;
 }
 
-#define FIELD(f) OPTS_FIELD(struct options, f)
 #define NUM(nm, sc, f, lo, hi, a, h)                                                               \
     {                                                                                              \
-        .name = nm, .kind = OPTS_NUM, .scope = sc, FIELD(f), .min = lo, .max = hi, .arg = a,       \
-        .help = h                                                                                  \
+        OPTS_DEF_NUM(nm, struct options, f, lo, hi, a, h), .scope = sc                             \
     }
 #define SECONDS(nm, sc, f, h)                                                                      \
     {                                                                                              \
-        .name = nm, .kind = OPTS_SECONDS, .scope = sc, FIELD(f), .arg = "SECS", .help = h          \
+        OPTS_DEF_SECONDS(nm, struct options, f, 0, h), .scope = sc                                 \
     }
 #define FLAG(nm, sc, f, h)                                                                         \
     {                                                                                              \
-        .name = nm, .kind = OPTS_FLAG, .scope = sc, FIELD(f), .help = h                            \
+        OPTS_DEF_FLAG(nm, struct options, f, h), .scope = sc                                       \
     }
 #define STRING(nm, sc, f, a, h)                                                                    \
     {                                                                                              \
-        .name = nm, .kind = OPTS_STRING, .scope = sc, FIELD(f), .arg = a, .help = h                \
+        OPTS_DEF_STRING(nm, struct options, f, a, h), .scope = sc                                  \
     }
 #define CHOICE(nm, sc, f, list, a, h)                                                              \
     {                                                                                              \
-        .name = nm, .kind = OPTS_CHOICE, .scope = sc, FIELD(f), .choices = list, .arg = a,         \
-        .help = h                                                                                  \
+        OPTS_DEF_CHOICE(nm, struct options, f, list, a, h), .scope = sc                            \
     }
 #define SPECIAL(nm, sc, a, h)                                                                      \
     {                                                                                              \
-        .name = nm, .kind = OPTS_SPECIAL, .scope = sc, .arg = a, .help = h                         \
+        OPTS_DEF_SPECIAL(nm, a, h), .scope = sc                                                    \
     }
 
 /*
@@ -143,14 +140,9 @@ static const struct opts_def opt_defs[] = {
             "address to serve, repeatable (default " DEFAULT_LISTEN "):\n"
             "127.0.0.1:8080, [::1]:8080, [::]:80, *:80, :80"),
     STRING("root", SCOPE_SERVICE, http.root, "DIR", "document root (default " DEFAULT_ROOT ")"),
-    {.name = "model",
-     .kind = OPTS_CHOICE,
-     .scope = SCOPE_SERVER,
-     FIELD(server.model),
-     .choices = cr_server_models,
-     .help_lists = true,
-     .arg = "NAME",
-     .help = "(default lf)"},
+    {OPTS_DEF_CHOICE("model", struct options, server.model, cr_server_models, "NAME",
+                     "(default lf)"),
+     .scope = SCOPE_SERVER, .help_lists = true},
     NUM("threads", SCOPE_SERVER, server.threads, 1, 4096, "N",
         "worker threads (default: CPUs; tpc: the cap, 1024;\n"
         "prefork: threads in each worker process, default 1)"),
