@@ -44,70 +44,28 @@ struct options {
 
 static opts_special_fn set_special;
 
-#define FIELD(f) OPTS_FIELD(struct options, f)
-
 /* One flag: its name without "--", how its value is read, where it goes (a
- * field of struct options) and its --help line. A timeout beyond a day is
- * a mistake. */
+ * field of struct options) and its --help line. A timeout beyond a day
+ * (86400 s) is a mistake. */
 static const struct opts_def opt_defs[] = {
-    {.name = "listen",
-     .kind = OPTS_SPECIAL,
-     .arg = "ADDR",
-     .help = "address to serve (default " DEFAULT_LISTEN ")"},
-    {.name = "backend",
-     .kind = OPTS_SPECIAL,
-     .arg = "ADDR",
-     .help = "a cabrank-ledger to forward to, repeatable, at least one"},
-    {.name = "threads",
-     .kind = OPTS_NUM,
-     FIELD(gw.threads),
-     .min = 1,
-     .max = 1024,
-     .arg = "N",
-     .help = "pool threads (default 4)"},
-    {.name = "promotion",
-     .kind = OPTS_CHOICE,
-     FIELD(gw.promotion),
-     .choices = cr_lf_pool_promotions,
-     .arg = "ORDER",
-     .help = "L/F promotion: native, lifo, fifo, priority,\nlifo-lockfree (default lifo)"},
-    {.name = "connections",
-     .kind = OPTS_NUM,
-     FIELD(gw.connections),
-     .min = 1,
-     .max = 64,
-     .arg = "N",
-     .help = "multiplexed connections per back end (default 2)"},
-    {.name = "health-interval",
-     .kind = OPTS_SECONDS,
-     FIELD(gw.health_interval_ms),
-     .max = 86400,
-     .arg = "SECS",
-     .help = "PING every back-end connection this often; no reply in\n"
-             "twice as long fails it (default 1)"},
-    {.name = "timeout",
-     .kind = OPTS_SECONDS,
-     FIELD(gw.timeout_ms),
-     .max = 86400,
-     .arg = "SECS",
-     .help = "per forwarded request (default 10)"},
-    {.name = "log-level",
-     .kind = OPTS_SPECIAL,
-     .arg = "LEVEL",
-     .help = "error, warn, info or debug (default info)"},
-    {.name = "error-log",
-     .kind = OPTS_STRING,
-     FIELD(error_log),
-     .arg = "FILE",
-     .help = "error log (default stderr)"},
+    {OPTS_DEF_SPECIAL("listen", "ADDR", "address to serve (default " DEFAULT_LISTEN ")")},
+    {OPTS_DEF_SPECIAL("backend", "ADDR",
+                      "a cabrank-ledger to forward to, repeatable, at least one")},
+    {OPTS_DEF_NUM("threads", struct options, gw.threads, 1, 1024, "N", "pool threads (default 4)")},
+    {OPTS_DEF_CHOICE("promotion", struct options, gw.promotion, cr_lf_pool_promotions, "ORDER",
+                     "L/F promotion: native, lifo, fifo, priority,\nlifo-lockfree (default lifo)")},
+    {OPTS_DEF_NUM("connections", struct options, gw.connections, 1, 64, "N",
+                  "multiplexed connections per back end (default 2)")},
+    {OPTS_DEF_SECONDS("health-interval", struct options, gw.health_interval_ms, 86400,
+                      "PING every back-end connection this often; no reply in\n"
+                      "twice as long fails it (default 1)")},
+    {OPTS_DEF_SECONDS("timeout", struct options, gw.timeout_ms, 86400,
+                      "per forwarded request (default 10)")},
+    {OPTS_DEF_SPECIAL("log-level", "LEVEL", "error, warn, info or debug (default info)")},
+    {OPTS_DEF_STRING("error-log", struct options, error_log, "FILE", "error log (default stderr)")},
 };
 
-static const struct opts_table opt_table = {
-    .defs = opt_defs,
-    .ndefs = sizeof(opt_defs) / sizeof(opt_defs[0]),
-    .special = set_special,
-    .width = 24,
-};
+static const struct opts_table opt_table = OPTS_TABLE(opt_defs, set_special, 24);
 
 static void usage(FILE *f)
 {
