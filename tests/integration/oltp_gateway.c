@@ -40,16 +40,10 @@
 
 static int start_ledger(struct hc_server *s, const char *db)
 {
-    char path[4096];
-    char *argv[] = {path,        "--listen", "127.0.0.1:0", "--db", (char *)db,
-                    "--threads", "8",        "--log-level", "warn", NULL};
-    int err;
+    char *args[] = {"--listen", "127.0.0.1:0", "--db", (char *)db, "--threads",
+                    "8",        "--log-level", "warn", NULL};
 
-    cr_test_build_path("cabrank-ledger", path, sizeof(path));
-    err = cr_test_spawn_server(argv, &s->pid, &s->port, hc_tmo(20000));
-    if (err < 0)
-        fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
-    return err;
+    return cr_test_oltp_spawn("cabrank-ledger", args, &s->pid, &s->port, hc_tmo(20000));
 }
 
 /* A gateway with threads threads in front of the ledgers on ports[0..n),
@@ -59,13 +53,9 @@ static int start_gateway(struct hc_server *s, const uint16_t *ports, unsigned n,
                          const char *threads, const char *health, const char *log)
 {
     static char addrs[4][32];
-    char path[4096];
     char *argv[32];
     int k = 0;
-    int err;
 
-    cr_test_build_path("cabrank-gateway", path, sizeof(path));
-    argv[k++] = path;
     argv[k++] = "--listen";
     argv[k++] = "127.0.0.1:0";
     argv[k++] = "--threads";
@@ -84,10 +74,7 @@ static int start_gateway(struct hc_server *s, const uint16_t *ports, unsigned n,
         argv[k++] = addrs[i];
     }
     argv[k] = NULL;
-    err = cr_test_spawn_server(argv, &s->pid, &s->port, hc_tmo(20000));
-    if (err < 0)
-        fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
-    return err;
+    return cr_test_oltp_spawn("cabrank-gateway", argv, &s->pid, &s->port, hc_tmo(20000));
 }
 
 /* ------------------------------------------------------------------ failover

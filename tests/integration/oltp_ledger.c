@@ -59,21 +59,15 @@ static char dir[256];
 
 static int start_ledger(struct hc_server *s, const char *listen, const char *db, const char *model)
 {
-    char path[4096];
     bool procs = strcmp(model, "prefork") == 0 || strcmp(model, "forking") == 0;
     /* prefork: 2 processes of 4 threads; forking: a process per connection. */
-    char *argv[] = {path,          "--listen",  (char *)listen,
-                    "--db",        (char *)db,  "--model",
-                    (char *)model, "--threads", procs ? "4" : "8",
-                    "--log-level", "warn",      procs ? "--workers" : NULL,
-                    "2",           NULL};
-    int err;
+    char *threads = procs ? "4" : "8";
+    char *workers = procs ? "--workers" : NULL;
+    char *args[] = {
+        "--listen", (char *)listen, "--db", (char *)db, "--model", (char *)model, "--threads",
+        threads,    "--log-level",  "warn", workers,    "2",       NULL};
 
-    cr_test_build_path("cabrank-ledger", path, sizeof(path));
-    err = cr_test_spawn_server(argv, &s->pid, &s->port, hc_tmo(20000));
-    if (err < 0)
-        fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
-    return err;
+    return cr_test_oltp_spawn("cabrank-ledger", args, &s->pid, &s->port, hc_tmo(20000));
 }
 
 static void db_path(char *buf, size_t cap, const char *name)

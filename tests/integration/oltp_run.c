@@ -10,27 +10,10 @@
  * an empty log against the same database finds every row foreign.
  * Exit 0 pass, 1 fail (never skips: every program is ours).
  */
+#include "../support/oltp_client.h"
 #include "httpd_client.h"
 
 #include <poll.h>
-
-static int start(const char *prog, char **args, struct hc_server *s)
-{
-    char path[4096];
-    char *argv[16];
-    int n = 0;
-    int err;
-
-    cr_test_build_path(prog, path, sizeof(path));
-    argv[n++] = path;
-    for (int i = 0; args[i] != NULL && n < 15; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    err = cr_test_spawn_server(argv, &s->pid, &s->port, cr_test_tmo(20000));
-    if (err < 0)
-        fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
-    return err;
-}
 
 /*
  * Runs cabrank-oltp-load with args (NULL-terminated), its stdout collected
@@ -115,7 +98,8 @@ int main(void)
     {
         char *args[] = {"--listen", "127.0.0.1:0", "--db", db, "--threads", "8", NULL};
 
-        if (start("cabrank-ledger", args, &ledger) < 0) {
+        if (cr_test_oltp_spawn("cabrank-ledger", args, &ledger.pid, &ledger.port,
+                               cr_test_tmo(20000)) < 0) {
             hc_failures++;
             goto out;
         }
@@ -125,7 +109,8 @@ int main(void)
         char *args[] = {"--listen",  "127.0.0.1:0", "--backend", ledger_addr,
                         "--threads", "8",           NULL};
 
-        if (start("cabrank-gateway", args, &gateway) < 0) {
+        if (cr_test_oltp_spawn("cabrank-gateway", args, &gateway.pid, &gateway.port,
+                               cr_test_tmo(20000)) < 0) {
             hc_failures++;
             goto out;
         }

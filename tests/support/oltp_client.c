@@ -21,6 +21,30 @@
 #include <string.h>
 #include <unistd.h>
 
+int cr_test_oltp_spawn(const char *prog, char *const args[], pid_t *pid, uint16_t *port,
+                       int timeout_ms)
+{
+    char path[4096];
+    char *argv[32];
+    int n = 0;
+    int err;
+
+    cr_test_build_path(prog, path, sizeof(path));
+    argv[n++] = path;
+    for (int i = 0; args[i] != NULL; i++) {
+        if (n == 31) {
+            fprintf(stderr, "starting %s: more than 30 arguments\n", path);
+            return -E2BIG;
+        }
+        argv[n++] = args[i];
+    }
+    argv[n] = NULL;
+    err = cr_test_spawn_server(argv, pid, port, timeout_ms);
+    if (err < 0)
+        fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
+    return err;
+}
+
 int cr_test_oltp_send(int fd, const struct oltp_req *r)
 {
     uint8_t buf[OLTP_MAX_FRAME];

@@ -16,11 +16,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define CR_TEST_OLTP_MAX_CLIENTS 16
 #define CR_TEST_OLTP_MAX_PER     400
 /* A transfer's status while it has no answer. */
 #define CR_TEST_OLTP_NO_ANSWER 0xffff
+
+/* Starts the built program prog (cr_test_build_path) with args (NULL-
+ * terminated, at most 30) and waits up to timeout_ms for it to say the port
+ * it listens on (cr_test_spawn_server): the child in *pid, the port in *port.
+ * 0, or -errno (-E2BIG: too many args) after saying why on stderr.
+ * Caller's thread only (it forks). */
+int cr_test_oltp_spawn(const char *prog, char *const args[], pid_t *pid, uint16_t *port,
+                       int timeout_ms);
 
 /* Encodes r and writes it to fd (blocking). 0 or -errno (-EINVAL: r does
  * not encode). Thread-safe. */
