@@ -337,6 +337,54 @@ static int apply_unit(struct ledger_db *db, void *conn, const struct ledger_unit
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a;
+    uint64_t y = *(const uint64_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* The backend's lock of every account the batch from first touches, sorted
+ * and distinct (ledger_db_internal.h says why). 0, -EAGAIN, -EIO. */
+static int lock_accounts(struct ledger_db *db, void *conn, struct waiter *first)
+{
+    size_t cap = 0;
+    size_t n = 0;
+    uint64_t *ids;
+    int err;
+
+    for (struct waiter *w = first; w != NULL; w = w->next) {
+        for (size_t i = 0; i < w->n; i++)
+            cap += 2 * w->units[i].nops;
+    }
+    if (cap == 0)
+        return 0;
+    ids = malloc(cap * sizeof(*ids));
+    if (ids == NULL)
+        return -EIO;
+    for (struct waiter *w = first; w != NULL; w = w->next) {
+        for (size_t i = 0; i < w->n; i++) {
+            for (size_t k = 0; k < w->units[i].nops; k++) {
+                const struct ledger_op *op = &w->units[i].ops[k];
+
+                ids[n++] = op->account;
+                if (op->op == OLTP_OP_TRANSFER)
+                    ids[n++] = op->to;
+            }
+        }
+    }
+    qsort(ids, n, sizeof(*ids), cmp_u64);
+    cap = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (cap == 0 || ids[cap - 1] != ids[i])
+            ids[cap++] = ids[i];
+    }
+    err = db->ops->lock(conn, ids, cap);
+    free(ids);
+    return err;
+}
+
 /*
  * One try of the transaction holding the units of the waiters from first (a
  * batch, each unit under its own savepoint, when grouped; else first holds
@@ -349,6 +397,8 @@ static int try_batch(struct ledger_db *db, void *conn, struct waiter *first, boo
     const struct ledger_backend_ops *ops = db->ops;
     int err = ops->begin(conn);
 
+    if (err == 0 && ops->lock != NULL)
+        err = lock_accounts(db, conn, first);
     if (err < 0)
         goto out_rollback;
     for (struct waiter *w = first; w != NULL; w = w->next) {

@@ -31,6 +31,15 @@ struct ledger_backend_ops {
     /* Also called after a begin or commit that failed, when the database
      * may have ended the transaction itself: then it just returns 0. */
     int (*rollback)(void *conn);
+    /*
+     * Optional (NULL: the database serializes writers itself, as SQLite's
+     * BEGIN IMMEDIATE does). Right after begin: locks the accounts ids[0..n)
+     * (sorted, distinct) for the rest of the transaction. Every writer
+     * taking its whole transaction's accounts in increasing id order first,
+     * two ledgers never deadlock, whatever the order of the ops in their
+     * units and batches.
+     */
+    int (*lock)(void *conn, const uint64_t *ids, size_t n);
     /* One savepoint at a time, around each unit of a group commit.
      * ledger_db.c calls savepoint, the unit's applies, then release when
      * they succeeded, or rollback_to and then release when one failed:

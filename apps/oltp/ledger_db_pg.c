@@ -404,6 +404,38 @@ static int pg_rollback(void *conn)
     return exec_command(conn, "ROLLBACK");
 }
 
+/* SELECT ... FOR UPDATE of the ids, in id order (the ORDER BY makes the
+ * row locks come in that order). The ids go as one int8[] literal. */
+static int pg_lock(void *conn, const uint64_t *ids, size_t n)
+{
+    struct pg_conn *c = conn;
+    size_t cap = n * 21 + 3;
+    char *arr = malloc(cap);
+    const char *values[1];
+    size_t len = 0;
+    PGresult *r;
+    int err = 0;
+
+    if (arr == NULL)
+        return -EIO;
+    arr[len++] = '{';
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(arr + len, cap - len, "%s%llu", i > 0 ? "," : "",
+                                (unsigned long long)ids[i]);
+    arr[len++] = '}';
+    arr[len] = '\0';
+    values[0] = arr;
+    r = PQexecParams(c->pg,
+                     "SELECT id FROM accounts WHERE id = ANY($1::int8[]) ORDER BY id FOR UPDATE", 1,
+                     NULL, values, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK)
+        err = result_error(c, r, "lock accounts");
+    else
+        PQclear(r);
+    free(arr);
+    return err;
+}
+
 static int pg_savepoint(void *conn)
 {
     return exec_command(conn, "SAVEPOINT u");
@@ -692,6 +724,7 @@ const struct ledger_backend_ops ledger_backend_pg = {
     .begin = pg_begin,
     .commit = pg_commit,
     .rollback = pg_rollback,
+    .lock = pg_lock,
     .savepoint = pg_savepoint,
     .rollback_to = pg_rollback_to,
     .release = pg_release,
