@@ -250,6 +250,16 @@ void opts_print_help(FILE *f, const struct opts_table *t)
             put_help(f, d->help, t->width + 3);
         fputc('\n', f);
     }
+    fprintf(f, "  %-*s this text\n", (int)t->width, "--help");
+    if (t->version)
+        fprintf(f, "  %-*s the version\n", (int)t->width, "--version");
+}
+
+int opts_set_log_level(const char *v, enum cr_log_level *level, struct opts_err *e)
+{
+    if (cr_log_parse_level(v, level) < 0)
+        return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
+    return 0;
 }
 
 void opts_print_error(const char *prog, const struct opts_err *e)

@@ -13,6 +13,8 @@
 #ifndef CABRANK_APPS_COMMON_OPTIONS_H
 #define CABRANK_APPS_COMMON_OPTIONS_H
 
+#include <cabrank/log.h>
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -75,6 +77,13 @@ struct opts_def {
     .name = nm, .kind = OPTS_CHOICE, OPTS_FIELD(t, f), .choices = list, .arg = a, .help = h
 #define OPTS_DEF_SPECIAL(nm, a, h) .name = nm, .kind = OPTS_SPECIAL, .arg = a, .help = h
 
+/* The servers' log options: --log-level (special: opts_set_log_level) and
+ * --error-log into the const char * field f. */
+#define OPTS_DEF_LOG_LEVEL                                                                         \
+    OPTS_DEF_SPECIAL("log-level", "LEVEL", "error, warn, info or debug (default info)")
+#define OPTS_DEF_ERROR_LOG(t, f)                                                                   \
+    OPTS_DEF_STRING("error-log", t, f, "FILE", "error log (default stderr)")
+
 /* Where a parse error is described: one line, without the program's name. */
 struct opts_err {
     char msg[400];
@@ -134,8 +143,11 @@ int opts_parse(const struct opts_table *t, void *obj, int argc, char **argv, voi
 const char *opts_join(const char *const *list, char *buf, size_t cap);
 
 /* --help's lines for t's options, one per option in table order, in two
- * columns. */
+ * columns, then --help's own (and --version's if t->version). */
 void opts_print_help(FILE *f, const struct opts_table *t);
+
+/* --log-level's value v into *level. 0, or -EINVAL with e saying why. */
+int opts_set_log_level(const char *v, enum cr_log_level *level, struct opts_err *e);
 
 /* "prog: msg (see --help)" as one write to stderr. */
 void opts_print_error(const char *prog, const struct opts_err *e);

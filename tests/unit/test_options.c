@@ -309,7 +309,9 @@ START_TEST(help_has_two_columns_and_continues_under_the_help)
                                "  --root DIR               document root\n"
                                "  --color NAME             red, green, blue (default red)\n"
                                "  --listen ADDR            repeatable\n"
-                               "  --a-very-long-option-name-indeed X  wide\n";
+                               "  --a-very-long-option-name-indeed X  wide\n"
+                               "  --help                   this text\n"
+                               "  --version                the version\n";
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
@@ -319,6 +321,19 @@ START_TEST(help_has_two_columns_and_continues_under_the_help)
     ck_assert_int_eq(fclose(f), 0);
     ck_assert_str_eq(buf, want);
     free(buf);
+}
+END_TEST
+
+START_TEST(log_level_names_the_levels)
+{
+    enum cr_log_level level = CR_LOG_INFO;
+    struct opts_err e;
+
+    ck_assert_int_eq(opts_set_log_level("debug", &level, &e), 0);
+    ck_assert_int_eq(level, CR_LOG_DEBUG);
+    ck_assert_int_eq(opts_set_log_level("loud", &level, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "unknown log level 'loud' (error, warn, info, debug)");
+    ck_assert_int_eq(level, CR_LOG_DEBUG);
 }
 END_TEST
 
@@ -347,6 +362,7 @@ Suite *options_suite(void)
     tcase_add_test(tc, special_options_reach_the_callback);
     tcase_add_test(tc, opts_set_and_find_serve_a_config_file);
     tcase_add_test(tc, help_has_two_columns_and_continues_under_the_help);
+    tcase_add_test(tc, log_level_names_the_levels);
     tcase_add_test(tc, join_cuts_a_list_that_does_not_fit);
     suite_add_tcase(s, tc);
     return s;
