@@ -194,8 +194,8 @@ static const struct opts_def opt_defs[] = {
     STRING("access-log", SCOPE_SERVICE, access_log, "FILE",
            "Common/Combined Log Format, buffered (default off)"),
     SPECIAL("log-format", SCOPE_SERVICE, "common|combined", "access log format (default combined)"),
-    STRING("error-log", SCOPE_LOG, error_log, "FILE", "error log (default stderr)"),
-    SPECIAL("log-level", SCOPE_LOG, "LEVEL", "error, warn, info or debug (default info)"),
+    {OPTS_DEF_ERROR_LOG(struct options, error_log), .scope = SCOPE_LOG},
+    {OPTS_DEF_LOG_LEVEL, .scope = SCOPE_LOG},
     STRING("pid-file", SCOPE_START, pid_file, "FILE",
            "written after binding, removed at exit (default none)"),
     SPECIAL("status-path", SCOPE_SERVICE, "PATH",
@@ -229,9 +229,7 @@ static void usage(FILE *f)
           "\n",
           f);
     opts_print_help(f, &opt_table);
-    fputs("  --help                         this text\n"
-          "  --version                      the version\n"
-          "\n"
+    fputs("\n"
           "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs. HUP re-reads\n"
           "--config: under prefork and forking, workers started after it (a new generation)\n"
           "serve with the new root, limits, timeouts, status page, MIME types and access log,\n"
@@ -316,8 +314,8 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
         else
             return opts_fail(e, "unknown log format '%s' (common, combined)", v);
     } else if (strcmp(n, "log-level") == 0) {
-        if (cr_log_parse_level(v, &o->log_level) < 0)
-            return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
+        if (opts_set_log_level(v, &o->log_level, e) < 0)
+            return -EINVAL;
         o->has_log_level = true;
     } else if (strcmp(n, "status-path") == 0) {
         if (strcmp(v, "off") == 0)
