@@ -71,8 +71,8 @@ static const struct opts_def opt_defs[] = {
                       "close connections idle this long (default 300)")},
     {OPTS_DEF_NUM("max-connections", struct options, server.max_connections, 1, 10000000, "N",
                   "stop accepting beyond N (default 10000)")},
-    {OPTS_DEF_SPECIAL("log-level", "LEVEL", "error, warn, info or debug (default info)")},
-    {OPTS_DEF_STRING("error-log", struct options, error_log, "FILE", "error log (default stderr)")},
+    {OPTS_DEF_LOG_LEVEL},
+    {OPTS_DEF_ERROR_LOG(struct options, error_log)},
 };
 
 static const struct opts_table opt_table = OPTS_TABLE(opt_defs, set_special, 24);
@@ -87,8 +87,7 @@ static void usage(FILE *f)
           "\n",
           f);
     opts_print_help(f, &opt_table);
-    fputs("  --help                   this text\n"
-          "\n"
+    fputs("\n"
           "Signals: TERM/INT stop gracefully (requests in flight finish), QUIT at once.\n"
           "Under prefork and forking each worker process opens its own database\n"
           "connections, and sessions live in the process that began them.\n",
@@ -112,8 +111,8 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
             return opts_fail(e, "at most %d --listen", CR_SERVER_MAX_LISTEN);
         o->server.listen[o->nlisten++] = v;
     } else if (strcmp(d->name, "log-level") == 0) {
-        if (cr_log_parse_level(v, &o->log_level) < 0)
-            return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
+        if (opts_set_log_level(v, &o->log_level, e) < 0)
+            return -EINVAL;
         o->has_log_level = true;
     }
     return 0;
