@@ -61,8 +61,8 @@ static const struct opts_def opt_defs[] = {
                       "twice as long fails it (default 1)")},
     {OPTS_DEF_SECONDS("timeout", struct options, gw.timeout_ms, 86400,
                       "per forwarded request (default 10)")},
-    {OPTS_DEF_SPECIAL("log-level", "LEVEL", "error, warn, info or debug (default info)")},
-    {OPTS_DEF_STRING("error-log", struct options, error_log, "FILE", "error log (default stderr)")},
+    {OPTS_DEF_LOG_LEVEL},
+    {OPTS_DEF_ERROR_LOG(struct options, error_log)},
 };
 
 static const struct opts_table opt_table = OPTS_TABLE(opt_defs, set_special, 24);
@@ -76,8 +76,7 @@ static void usage(FILE *f)
           "\n",
           f);
     opts_print_help(f, &opt_table);
-    fputs("  --help                   this text\n"
-          "\n"
+    fputs("\n"
           "Signals: TERM/INT stop gracefully.\n",
           f);
 }
@@ -92,11 +91,8 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
     socklen_t len;
 
     CR_UNUSED(arg);
-    if (strcmp(d->name, "log-level") == 0) {
-        if (cr_log_parse_level(v, &o->log_level) < 0)
-            return opts_fail(e, "unknown log level '%s' (error, warn, info, debug)", v);
-        return 0;
-    }
+    if (strcmp(d->name, "log-level") == 0)
+        return opts_set_log_level(v, &o->log_level, e);
     if (cr_listener_parse(v, &ss, &len) < 0)
         return opts_fail(e, "--%s: bad address '%s': numeric, with a port", d->name, v);
     if (strcmp(d->name, "listen") == 0) {
