@@ -13,7 +13,9 @@
 #   bench/oltp.sh [--build DIR] [--seconds S] [--clients N] [--threads N]
 #
 # --threads is the ledger's worker count: a worker waits for its commit, so
-# it bounds how many transfers one group commit can carry.
+# with clients straight at the ledger it bounds how many transfers one group
+# commit carries; through the gateway a worker brings a connection's
+# pipelined writes (up to 64) into one commit.
 set -euo pipefail
 
 build=${BUILD:-build}
