@@ -234,6 +234,8 @@ void opts_print_help(FILE *f, const struct opts_table *t)
 {
     char list[256];
 
+    if (t->usage != NULL)
+        fputs(t->usage, f);
     for (size_t i = 0; i < t->ndefs; i++) {
         const struct opts_def *d = &t->defs[i];
         char flag[64];
@@ -253,6 +255,8 @@ void opts_print_help(FILE *f, const struct opts_table *t)
     fprintf(f, "  %-*s this text\n", (int)t->width, "--help");
     if (t->version)
         fprintf(f, "  %-*s the version\n", (int)t->width, "--version");
+    if (t->footer != NULL)
+        fputs(t->footer, f);
 }
 
 int opts_set_log_level(const char *v, enum cr_log_level *level, struct opts_err *e)
@@ -277,4 +281,24 @@ void opts_print_error(const char *prog, const struct opts_err *e)
      * never interleaved with another's. */
     if (write(STDERR_FILENO, line, (size_t)n) < 0)
         return;
+}
+
+void opts_exit_usage(const struct opts_table *t, const struct opts_err *e)
+{
+    opts_print_error(t->prog, e);
+    exit(OPTS_EXIT_USAGE);
+}
+
+void opts_parse_or_exit(const struct opts_table *t, void *obj, int argc, char **argv, void *arg)
+{
+    struct opts_err e;
+    int err = opts_parse(t, obj, argc, argv, arg, &e);
+
+    assert(!t->version);
+    if (err == OPTS_HELP) {
+        opts_print_help(stdout, t);
+        exit(EXIT_SUCCESS);
+    }
+    if (err < 0)
+        opts_exit_usage(t, &e);
 }

@@ -103,13 +103,15 @@ struct opts_table {
     opts_special_fn *special; /* NULL when no option is OPTS_SPECIAL */
     unsigned width;           /* --help: the flag column's width */
     bool version;             /* --version is an option (else unknown) */
+    const char *prog;         /* the usage line's name */
+    const char *usage;        /* --help's text before the options, or NULL */
+    const char *footer;       /* --help's text after them, or NULL */
 };
 
-/* The table of the array arr, for a static initialiser. */
+/* The fields of a table of the array arr, to put in braces with the rest:
+ * {OPTS_TABLE(opt_defs, set_special, 24), .prog = PROG, .usage = "..."}. */
 #define OPTS_TABLE(arr, fn, w)                                                                     \
-    {                                                                                              \
-        .defs = arr, .ndefs = sizeof(arr) / sizeof((arr)[0]), .special = fn, .width = w            \
-    }
+    .defs = arr, .ndefs = sizeof(arr) / sizeof((arr)[0]), .special = fn, .width = w
 
 /* Describes the error in e; returns -EINVAL. */
 __attribute__((format(printf, 2, 3))) int opts_fail(struct opts_err *e, const char *fmt, ...);
@@ -142,8 +144,9 @@ int opts_parse(const struct opts_table *t, void *obj, int argc, char **argv, voi
  * fit); returns buf. */
 const char *opts_join(const char *const *list, char *buf, size_t cap);
 
-/* --help's lines for t's options, one per option in table order, in two
- * columns, then --help's own (and --version's if t->version). */
+/* --help: t->usage, the lines of t's options, one per option in table
+ * order in two columns, --help's own (and --version's if t->version),
+ * then t->footer. */
 void opts_print_help(FILE *f, const struct opts_table *t);
 
 /* --log-level's value v into *level. 0, or -EINVAL with e saying why. */
@@ -151,5 +154,17 @@ int opts_set_log_level(const char *v, enum cr_log_level *level, struct opts_err 
 
 /* "prog: msg (see --help)" as one write to stderr. */
 void opts_print_error(const char *prog, const struct opts_err *e);
+
+/* For a main: the usage line of e (opts_print_error with t->prog), then
+ * exit(OPTS_EXIT_USAGE). */
+__attribute__((noreturn)) void opts_exit_usage(const struct opts_table *t,
+                                               const struct opts_err *e);
+
+/*
+ * For a main without --version: opts_parse over argv; at --help prints
+ * the help to stdout and exits 0, at a bad flag opts_exit_usage. Returns
+ * once every option is set.
+ */
+void opts_parse_or_exit(const struct opts_table *t, void *obj, int argc, char **argv, void *arg);
 
 #endif /* CABRANK_APPS_COMMON_OPTIONS_H */

@@ -217,26 +217,20 @@ static const struct opts_table opt_table = {
     .special = set_special,
     .width = 30,
     .version = true,
+    .prog = PROG,
+    .usage = "usage: " PROG " [options]\n"
+             "Serves the files beneath --root over HTTP/1.1 under a chosen concurrency model.\n"
+             "Every option takes its value as --flag VALUE or --flag=VALUE; times are seconds\n"
+             "(fractions allowed).\n"
+             "\n",
+    .footer =
+        "\n"
+        "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs. HUP re-reads\n"
+        "--config: under prefork and forking, workers started after it (a new generation)\n"
+        "serve with the new root, limits, timeouts, status page, MIME types and access log,\n"
+        "while the old ones finish; under the thread models it reopens the logs and applies\n"
+        "--log-level and --error-log; what it cannot apply is logged.\n",
 };
-
-/* --help: the options from opt_defs. */
-static void usage(FILE *f)
-{
-    fputs("usage: " PROG " [options]\n"
-          "Serves the files beneath --root over HTTP/1.1 under a chosen concurrency model.\n"
-          "Every option takes its value as --flag VALUE or --flag=VALUE; times are seconds\n"
-          "(fractions allowed).\n"
-          "\n",
-          f);
-    opts_print_help(f, &opt_table);
-    fputs("\n"
-          "Signals: TERM/INT stop gracefully, QUIT at once, USR1 reopens the logs. HUP re-reads\n"
-          "--config: under prefork and forking, workers started after it (a new generation)\n"
-          "serve with the new root, limits, timeouts, status page, MIME types and access log,\n"
-          "while the old ones finish; under the thread models it reopens the logs and applies\n"
-          "--log-level and --error-log; what it cannot apply is logged.\n",
-          f);
-}
 
 static void defaults(struct options *o)
 {
@@ -449,7 +443,7 @@ static int load_options(struct options *o, int argc, char **argv, struct opts_er
             exit(EXIT_SUCCESS);
         }
         if (err == OPTS_HELP) {
-            usage(stdout);
+            opts_print_help(stdout, &opt_table);
             exit(EXIT_SUCCESS);
         }
         if (err < 0)

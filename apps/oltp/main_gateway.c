@@ -30,7 +30,6 @@
 #include <unistd.h>
 
 #define PROG           "cabrank-gateway"
-#define EXIT_USAGE     OPTS_EXIT_USAGE
 #define DEFAULT_LISTEN "127.0.0.1:7000"
 /* How long a graceful stop waits for requests in progress. */
 #define DRAIN_MS 10000
@@ -65,21 +64,17 @@ static const struct opts_def opt_defs[] = {
     {OPTS_DEF_ERROR_LOG(struct options, error_log)},
 };
 
-static const struct opts_table opt_table = OPTS_TABLE(opt_defs, set_special, 24);
-
-static void usage(FILE *f)
-{
-    fputs("usage: " PROG " --backend ADDR [options]\n"
-          "Front end of the OLTP service: validates clients' requests and forwards them to\n"
-          "cabrank-ledger back ends over multiplexed connections, balancing, health-checking\n"
-          "and failing over. Values as --flag VALUE or --flag=VALUE.\n"
-          "\n",
-          f);
-    opts_print_help(f, &opt_table);
-    fputs("\n"
-          "Signals: TERM/INT stop gracefully.\n",
-          f);
-}
+static const struct opts_table opt_table = {
+    OPTS_TABLE(opt_defs, set_special, 24),
+    .prog = PROG,
+    .usage = "usage: " PROG " --backend ADDR [options]\n"
+             "Front end of the OLTP service: validates clients' requests and forwards them to\n"
+             "cabrank-ledger back ends over multiplexed connections, balancing, health-checking\n"
+             "and failing over. Values as --flag VALUE or --flag=VALUE.\n"
+             "\n",
+    .footer = "\n"
+              "Signals: TERM/INT stop gracefully.\n",
+};
 
 /* The options that are more than a field: addresses, checked here so a
  * typo is a usage error rather than a failed start, and the log level. */
@@ -109,21 +104,14 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
 static void parse_args(struct options *o, int argc, char **argv)
 {
     struct opts_err e;
-    int err;
 
     memset(o, 0, sizeof(*o));
     o->gw.listen = DEFAULT_LISTEN;
     o->log_level = CR_LOG_INFO;
-    err = opts_parse(&opt_table, o, argc, argv, NULL, &e);
-    if (err == OPTS_HELP) {
-        usage(stdout);
-        exit(EXIT_SUCCESS);
-    }
-    if (err == 0 && o->gw.nbackends == 0)
-        err = opts_fail(&e, "at least one --backend is needed");
-    if (err < 0) {
-        opts_print_error(PROG, &e);
-        exit(EXIT_USAGE);
+    opts_parse_or_exit(&opt_table, o, argc, argv, NULL);
+    if (o->gw.nbackends == 0) {
+        opts_fail(&e, "at least one --backend is needed");
+        opts_exit_usage(&opt_table, &e);
     }
     o->gw.backends = o->backends;
 }

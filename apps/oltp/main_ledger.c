@@ -75,24 +75,20 @@ static const struct opts_def opt_defs[] = {
     {OPTS_DEF_ERROR_LOG(struct options, error_log)},
 };
 
-static const struct opts_table opt_table = OPTS_TABLE(opt_defs, set_special, 24);
-
-static void usage(FILE *f)
-{
-    fputs("usage: " PROG " [options]\n"
-          "The ledger's transaction server (issue #8): accounts, transfers with idempotency\n"
-          "keys and multi-request sessions over the OLTP protocol, each write acknowledged\n"
-          "only once durable. Options take --flag VALUE or --flag=VALUE; times are seconds\n"
-          "(fractions allowed).\n"
-          "\n",
-          f);
-    opts_print_help(f, &opt_table);
-    fputs("\n"
-          "Signals: TERM/INT stop gracefully (requests in flight finish), QUIT at once.\n"
-          "Under prefork and forking each worker process opens its own database\n"
-          "connections, and sessions live in the process that began them.\n",
-          f);
-}
+static const struct opts_table opt_table = {
+    OPTS_TABLE(opt_defs, set_special, 24),
+    .prog = PROG,
+    .usage = "usage: " PROG " [options]\n"
+             "The ledger's transaction server (issue #8): accounts, transfers with idempotency\n"
+             "keys and multi-request sessions over the OLTP protocol, each write acknowledged\n"
+             "only once durable. Options take --flag VALUE or --flag=VALUE; times are seconds\n"
+             "(fractions allowed).\n"
+             "\n",
+    .footer = "\n"
+              "Signals: TERM/INT stop gracefully (requests in flight finish), QUIT at once.\n"
+              "Under prefork and forking each worker process opens its own database\n"
+              "connections, and sessions live in the process that began them.\n",
+};
 
 /* The options that are more than a field: repeatable or mapped to an enum. */
 static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
@@ -121,20 +117,9 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
 /* The options from argv; exits for --help and for a bad flag. */
 static void parse_args(struct options *o, int argc, char **argv)
 {
-    struct opts_err e;
-    int err;
-
     memset(o, 0, sizeof(*o));
     o->ledger.db_url = DEFAULT_DB;
-    err = opts_parse(&opt_table, o, argc, argv, NULL, &e);
-    if (err == OPTS_HELP) {
-        usage(stdout);
-        exit(EXIT_SUCCESS);
-    }
-    if (err < 0) {
-        opts_print_error(PROG, &e);
-        exit(EXIT_USAGE);
-    }
+    opts_parse_or_exit(&opt_table, o, argc, argv, NULL);
     if (o->nlisten == 0)
         o->server.listen[o->nlisten++] = DEFAULT_LISTEN;
     o->ledger.group_commit = !o->no_group_commit;

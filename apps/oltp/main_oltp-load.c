@@ -68,7 +68,11 @@ static const struct opts_def opt_defs[] = {
                    "a new connection for every request")},
 };
 
-static const struct opts_table opt_table = OPTS_TABLE(opt_defs, set_special, 22);
+static const struct opts_table opt_table = {
+    OPTS_TABLE(opt_defs, set_special, 22),
+    .prog = PROG,
+    .usage = "usage: " PROG " --target HOST:PORT [options]\n",
+};
 
 /* A number >= 0 (fractions allowed) into *v. */
 static bool parse_double(const char *s, double *v)
@@ -115,18 +119,20 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
     return 0;
 }
 
-/* The options from argv, checked together. 0, OPTS_HELP or -EINVAL. */
-static int parse_args(struct options *o, int argc, char **argv, struct opts_err *e)
+/* The options from argv, checked together; exits for --help and a bad flag. */
+static void parse_args(struct options *o, int argc, char **argv)
 {
-    int err = opts_parse(&opt_table, o, argc, argv, NULL, e);
+    struct opts_err e;
 
-    if (err != 0)
-        return err;
-    if (o->check_only && (o->db == NULL || o->cfg.log == NULL))
-        return opts_fail(e, "--check-only needs --log and --db");
-    if (!o->check_only && o->cfg.target == NULL)
-        return opts_fail(e, "--target is required");
-    return 0;
+    opts_parse_or_exit(&opt_table, o, argc, argv, NULL);
+    if (o->check_only && (o->db == NULL || o->cfg.log == NULL)) {
+        opts_fail(&e, "--check-only needs --log and --db");
+        opts_exit_usage(&opt_table, &e);
+    }
+    if (!o->check_only && o->cfg.target == NULL) {
+        opts_fail(&e, "--target is required");
+        opts_exit_usage(&opt_table, &e);
+    }
 }
 
 static void verdict(unsigned *passed, unsigned *failed, const char *name, bool pass,
@@ -146,21 +152,11 @@ int main(int argc, char **argv)
     struct options opts = {0};
     struct options *o = &opts;
     struct oltp_load_config *cfg = &opts.cfg;
-    struct opts_err e;
     char tmp_log[64] = "";
     unsigned passed = 0;
     unsigned failed = 0;
-    int rc = parse_args(o, argc, argv, &e);
 
-    if (rc == OPTS_HELP) {
-        fputs("usage: " PROG " --target HOST:PORT [options]\n", stdout);
-        opts_print_help(stdout, &opt_table);
-        return 0;
-    }
-    if (rc < 0) {
-        opts_print_error(PROG, &e);
-        return EXIT_USAGE;
-    }
+    parse_args(o, argc, argv);
     if (!o->have_sum)
         o->expect_sum =
             (int64_t)(cfg->accounts != 0 ? cfg->accounts : OLTP_LOAD_ACCOUNTS) * OLTP_LOAD_DEPOSIT;

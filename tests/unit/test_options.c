@@ -324,6 +324,65 @@ START_TEST(help_has_two_columns_and_continues_under_the_help)
 }
 END_TEST
 
+/* The same options with the texts around them, for a main. */
+static const struct opts_table main_table = {
+    OPTS_TABLE(defs, special, 24),
+    .prog = "prog",
+    .usage = "usage: prog [options]\n",
+    .footer = "Signals: none.\n",
+};
+
+START_TEST(help_puts_usage_before_and_footer_after)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+
+    ck_assert_ptr_nonnull(f);
+    opts_print_help(f, &main_table);
+    ck_assert_int_eq(fclose(f), 0);
+    ck_assert_msg(strncmp(buf, "usage: prog [options]\n  --threads N ", 36) == 0, "%s", buf);
+    ck_assert_msg(strstr(buf, "  --help                   this text\nSignals: none.\n") != NULL &&
+                      buf[len - 1] == '\n' && strstr(buf, "--version") == NULL,
+                  "%s", buf);
+    free(buf);
+}
+END_TEST
+
+/* opts_parse_or_exit in the forked test: these exit with their status. */
+START_TEST(parse_or_exit_exits_0_for_help)
+{
+    char *argv[] = {"prog", "--threads", "2", "--help"};
+    struct cfg c = {0};
+
+    ck_assert_ptr_nonnull(freopen("/dev/null", "w", stdout));
+    opts_parse_or_exit(&main_table, &c, 4, argv, NULL);
+    ck_abort_msg("--help returned");
+}
+END_TEST
+
+START_TEST(parse_or_exit_exits_2_for_a_bad_flag)
+{
+    char *argv[] = {"prog", "--threads", "many"};
+    struct cfg c = {0};
+
+    ck_assert_ptr_nonnull(freopen("/dev/null", "w", stderr));
+    opts_parse_or_exit(&main_table, &c, 3, argv, NULL);
+    ck_abort_msg("a bad flag returned");
+}
+END_TEST
+
+START_TEST(parse_or_exit_returns_with_the_options_set)
+{
+    char *argv[] = {"prog", "--threads", "2", "--verbose"};
+    struct cfg c = {0};
+
+    opts_parse_or_exit(&main_table, &c, 4, argv, NULL);
+    ck_assert_int_eq(c.threads, 2);
+    ck_assert(c.verbose);
+}
+END_TEST
+
 START_TEST(log_level_names_the_levels)
 {
     enum cr_log_level level = CR_LOG_INFO;
@@ -362,6 +421,10 @@ Suite *options_suite(void)
     tcase_add_test(tc, special_options_reach_the_callback);
     tcase_add_test(tc, opts_set_and_find_serve_a_config_file);
     tcase_add_test(tc, help_has_two_columns_and_continues_under_the_help);
+    tcase_add_test(tc, help_puts_usage_before_and_footer_after);
+    tcase_add_exit_test(tc, parse_or_exit_exits_0_for_help, 0);
+    tcase_add_exit_test(tc, parse_or_exit_exits_2_for_a_bad_flag, OPTS_EXIT_USAGE);
+    tcase_add_test(tc, parse_or_exit_returns_with_the_options_set);
     tcase_add_test(tc, log_level_names_the_levels);
     tcase_add_test(tc, join_cuts_a_list_that_does_not_fit);
     suite_add_tcase(s, tc);
