@@ -17,6 +17,7 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
+#include "../common/app_server.h"
 #include "../common/options.h"
 #include "access_log.h"
 #include "http_service.h"
@@ -478,25 +479,6 @@ static unsigned worker_slots(const struct cr_server_config *sc)
     return threads + 1;
 }
 
-/* Sends stderr (and so the error log records) to path. -errno. */
-static int open_error_log(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-
-    if (fd < 0)
-        return -errno;
-    /* dup2 swaps the file behind descriptor 2 at once: a thread writing a
-     * record meanwhile writes it whole to the old file or the new one. */
-    if (dup2(fd, STDERR_FILENO) < 0) {
-        int err = -errno;
-
-        close(fd);
-        return err;
-    }
-    close(fd);
-    return 0;
-}
-
 static int write_pid_file(const char *path)
 {
     char buf[32];
@@ -518,7 +500,7 @@ static void reopen_logs(struct app *app)
     int err;
 
     if (app->opts->error_log != NULL) {
-        err = open_error_log(app->opts->error_log);
+        err = app_open_error_log(app->opts->error_log);
         if (err < 0)
             CR_LOG(CR_LOG_ERROR, "reopening %s: %s", app->opts->error_log, strerror(-err));
     }
@@ -541,15 +523,7 @@ static void on_started(struct cr_server *s, void *arg)
     const struct options *o = app->opts;
     struct cr_server_stats ss;
 
-    for (unsigned i = 0; i < cr_server_listeners(s); i++) {
-        char addr[80];
-
-        if (cr_server_address(s, i, addr, sizeof(addr)) == 0) {
-            printf("listening on %s\n", addr);
-            CR_LOG(CR_LOG_INFO, "listening on %s", addr);
-        }
-    }
-    fflush(stdout);
+    app_say_listening(s);
     (void)cr_server_stats(s, &ss, NULL, 0);
     CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
            ss.model, ss.promotion != NULL ? ", promotion " : "",
@@ -711,7 +685,7 @@ static void on_hup(struct cr_server *s, void *arg)
     app->opts = n;
     if (app->process_model) {
         if (n->error_log != NULL) {
-            err = open_error_log(n->error_log);
+            err = app_open_error_log(n->error_log);
             if (err < 0)
                 CR_LOG(CR_LOG_ERROR, "reopening %s: %s", n->error_log, strerror(-err));
         }
@@ -757,7 +731,7 @@ int main(int argc, char **argv)
     app.process_model = o->server.model != NULL && (strcmp(o->server.model, "prefork") == 0 ||
                                                     strcmp(o->server.model, "forking") == 0);
     if (o->error_log != NULL) {
-        err = open_error_log(o->error_log);
+        err = app_open_error_log(o->error_log);
         if (err < 0) {
             fprintf(stderr, PROG ": error log '%s': %s\n", o->error_log, strerror(-err));
             return EXIT_USAGE;
