@@ -14,6 +14,7 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
+#include "../common/app_server.h"
 #include "../common/options.h"
 #include "ledger.h"
 
@@ -135,32 +136,10 @@ static void on_started(struct cr_server *s, void *arg)
     const struct options *o = arg;
     struct cr_server_stats ss;
 
-    for (unsigned i = 0; i < cr_server_listeners(s); i++) {
-        char addr[80];
-
-        if (cr_server_address(s, i, addr, sizeof(addr)) == 0) {
-            printf("listening on %s\n", addr);
-            CR_LOG(CR_LOG_INFO, "listening on %s", addr);
-        }
-    }
-    fflush(stdout);
+    app_say_listening(s);
     (void)cr_server_stats(s, &ss, NULL, 0);
     CR_LOG(CR_LOG_INFO, PROG ": db %s, model %s, %u workers, group commit %s", o->ledger.db_url,
            ss.model, ss.workers, o->ledger.group_commit ? "on" : "off");
-}
-
-/* Sends stderr (and so the log records) to path. -errno. */
-static int open_error_log(const char *path)
-{
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    int err = 0;
-
-    if (fd < 0)
-        return -errno;
-    if (dup2(fd, STDERR_FILENO) < 0)
-        err = -errno;
-    close(fd);
-    return err;
 }
 
 int main(int argc, char **argv)
@@ -179,7 +158,7 @@ int main(int argc, char **argv)
     if (o->has_log_level)
         cr_log_set_level(o->log_level);
     if (o->error_log != NULL) {
-        err = open_error_log(o->error_log);
+        err = app_open_error_log(o->error_log);
         if (err < 0) {
             fprintf(stderr, PROG ": error log '%s': %s\n", o->error_log, strerror(-err));
             return EXIT_USAGE;
