@@ -14,61 +14,70 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The file at path, into buf. */
-static void slurp(const char *path, char *buf, size_t cap)
+/* A file holding "before\n", and the test's stderr kept to put back. */
+static char path[32];
+static int saved_stderr = -1;
+
+static void setup(void)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd;
+
+    snprintf(path, sizeof(path), "/tmp/cr-app-server-XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "before\n", 7), 7);
+    close(fd);
+    saved_stderr = dup(STDERR_FILENO);
+    ck_assert_int_ge(saved_stderr, 0);
+}
+
+static void teardown(void)
+{
+    dup2(saved_stderr, STDERR_FILENO);
+    close(saved_stderr);
+    unlink(path);
+}
+
+/* Puts stderr back, then returns the file's text in buf. */
+static const char *file_text(char *buf, size_t cap)
+{
+    int fd;
     ssize_t n;
 
+    ck_assert_int_ge(dup2(saved_stderr, STDERR_FILENO), 0);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
     ck_assert_int_ge(fd, 0);
     n = read(fd, buf, cap - 1);
     ck_assert_int_ge(n, 0);
     buf[n] = '\0';
     close(fd);
+    return buf;
 }
 
 START_TEST(error_log_takes_stderr_and_appends)
 {
-    char path[] = "/tmp/cr-app-server-XXXXXX";
-    int fd = mkstemp(path);
-    int saved = dup(STDERR_FILENO);
     char buf[256];
 
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_ge(saved, 0);
-    ck_assert_int_eq(write(fd, "before\n", 7), 7);
-    close(fd);
     ck_assert_int_eq(app_open_error_log(path), 0);
     ck_assert_int_eq(write(STDERR_FILENO, "one\n", 4), 4);
     /* Again, as a reopen after a rotation: still appended. */
     ck_assert_int_eq(app_open_error_log(path), 0);
     ck_assert_int_eq(write(STDERR_FILENO, "two\n", 4), 4);
-    ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
-    close(saved);
-    slurp(path, buf, sizeof(buf));
-    ck_assert_str_eq(buf, "before\none\ntwo\n");
-    unlink(path);
+    ck_assert_str_eq(file_text(buf, sizeof(buf)), "before\none\ntwo\n");
 }
 END_TEST
 
 START_TEST(unopenable_error_log_leaves_stderr)
 {
-    char path[] = "/tmp/cr-app-server-XXXXXX";
-    int fd = mkstemp(path);
-    int saved = dup(STDERR_FILENO);
-    char buf[64];
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    char buf[256];
 
     ck_assert_int_ge(fd, 0);
-    ck_assert_int_ge(saved, 0);
     ck_assert_int_ge(dup2(fd, STDERR_FILENO), 0);
     close(fd);
     ck_assert_int_eq(app_open_error_log("/nonexistent/cabrank/error.log"), -ENOENT);
     ck_assert_int_eq(write(STDERR_FILENO, "still\n", 6), 6);
-    ck_assert_int_ge(dup2(saved, STDERR_FILENO), 0);
-    close(saved);
-    slurp(path, buf, sizeof(buf));
-    ck_assert_str_eq(buf, "still\n");
-    unlink(path);
+    ck_assert_str_eq(file_text(buf, sizeof(buf)), "before\nstill\n");
 }
 END_TEST
 
@@ -78,6 +87,7 @@ Suite *app_server_suite(void)
     Suite *s = suite_create("app_server");
     TCase *tc = tcase_create("error_log");
 
+    tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, error_log_takes_stderr_and_appends);
     tcase_add_test(tc, unopenable_error_log_leaves_stderr);
     suite_add_tcase(s, tc);
