@@ -33,29 +33,29 @@ fi
 # sleeps, child processes), so on 2 cores this takes the slowest variant's
 # time rather than the sum. Every test tolerates a loaded machine (waits that
 # expect an event scale with CK_TIMEOUT_MULTIPLIER).
-unit_start() { # variant dir [env...]
-    local variant=$1 dir=$2
-    shift 2
+unit_start() { # label variant dir [env...]
+    local label=$1 variant=$2 dir=$3
+    shift 3
     local wrap=()
     [ "$variant" = tsan ] && wrap=("${NORAND[@]}")
-    : >"$dir/unit-tests.counts"
-    env "$@" CR_TEST_COUNTS="$dir/unit-tests.counts" "${wrap[@]}" "$dir/unit-tests" \
-        >"$dir/unit-tests.log" 2>&1 &
+    : >"$dir/unit-tests.$label.counts"
+    env "$@" CR_TEST_COUNTS="$dir/unit-tests.$label.counts" "${wrap[@]}" "$dir/unit-tests" \
+        >"$dir/unit-tests.$label.log" 2>&1 &
     unit_pids+=($!)
 }
 
-unit_finish() { # variant dir pid
-    local variant=$1 dir=$2 pid=$3 rc p f
+unit_finish() { # label dir pid
+    local label=$1 dir=$2 pid=$3 rc p f
     wait "$pid"
     rc=$?
     echo
-    echo "== unit tests ($variant)"
-    cat "$dir/unit-tests.log"
-    if read -r p f <"$dir/unit-tests.counts" 2>/dev/null; then :; else p=0 f=1; fi
+    echo "== unit tests ($label)"
+    cat "$dir/unit-tests.$label.log"
+    if read -r p f <"$dir/unit-tests.$label.counts" 2>/dev/null; then :; else p=0 f=1; fi
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     passed=$((passed + p))
     failed=$((failed + f))
-    [ "$f" -ne 0 ] && failures+=("unit tests ($variant)")
+    [ "$f" -ne 0 ] && failures+=("unit tests ($label)")
 }
 
 integration() { # variant dir
@@ -133,13 +133,18 @@ else
     failures+=("format check (run: make format)")
 fi
 
+# ASan's runner is the longest (about 10 min alone, against 3 for release
+# and 6 for TSan), so it runs as two halves of the suites (CR_TEST_SHARD,
+# runner.c): the machine is half idle while the runners wait.
 unit_pids=()
-unit_start release "$B" CK_TIMEOUT_MULTIPLIER=2
-unit_start asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3
-unit_start tsan "$B/tsan" CK_TIMEOUT_MULTIPLIER=10
+unit_start release release "$B" CK_TIMEOUT_MULTIPLIER=2
+unit_start "asan 1/2" asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3 CR_TEST_SHARD=0/2
+unit_start "asan 2/2" asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3 CR_TEST_SHARD=1/2
+unit_start tsan tsan "$B/tsan" CK_TIMEOUT_MULTIPLIER=10
 unit_finish release "$B" "${unit_pids[0]}"
-unit_finish asan "$B/asan" "${unit_pids[1]}"
-unit_finish tsan "$B/tsan" "${unit_pids[2]}"
+unit_finish "asan 1/2" "$B/asan" "${unit_pids[1]}"
+unit_finish "asan 2/2" "$B/asan" "${unit_pids[2]}"
+unit_finish tsan "$B/tsan" "${unit_pids[3]}"
 integration release "$B"
 integration asan "$B/asan"
 integration tsan "$B/tsan"
