@@ -33,14 +33,21 @@ fi
 # sleeps, child processes), so on 2 cores this takes the slowest variant's
 # time rather than the sum. Every test tolerates a loaded machine (waits that
 # expect an event scale with CK_TIMEOUT_MULTIPLIER).
+# A runner's log and counts: $dir/unit-tests.<label, letters and digits>.*
+unit_file() { # label dir suffix
+    local tag=${1//[^a-z0-9]/-}
+    echo "$2/unit-tests.$tag.$3"
+}
+
 unit_start() { # label variant dir [env...]
     local label=$1 variant=$2 dir=$3
     shift 3
-    local wrap=()
+    local wrap=() counts
+    counts=$(unit_file "$label" "$dir" counts)
     [ "$variant" = tsan ] && wrap=("${NORAND[@]}")
-    : >"$dir/unit-tests.$label.counts"
-    env "$@" CR_TEST_COUNTS="$dir/unit-tests.$label.counts" "${wrap[@]}" "$dir/unit-tests" \
-        >"$dir/unit-tests.$label.log" 2>&1 &
+    : >"$counts"
+    env "$@" CR_TEST_COUNTS="$counts" "${wrap[@]}" "$dir/unit-tests" \
+        >"$(unit_file "$label" "$dir" log)" 2>&1 &
     unit_pids+=($!)
 }
 
@@ -50,8 +57,8 @@ unit_finish() { # label dir pid
     rc=$?
     echo
     echo "== unit tests ($label)"
-    cat "$dir/unit-tests.$label.log"
-    if read -r p f <"$dir/unit-tests.$label.counts" 2>/dev/null; then :; else p=0 f=1; fi
+    cat "$(unit_file "$label" "$dir" log)"
+    if read -r p f <"$(unit_file "$label" "$dir" counts)" 2>/dev/null; then :; else p=0 f=1; fi
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     passed=$((passed + p))
     failed=$((failed + f))
