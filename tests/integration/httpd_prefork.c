@@ -268,48 +268,10 @@ static void remember(const struct board *b)
 /* The parent pid of pid from /proc; -1 when it is gone. */
 static int parent_of(int pid)
 {
-    char path[64];
-    char buf[512];
-    const char *rp;
-    int ppid = -1;
-    int fd;
-    ssize_t n;
+    char state;
+    pid_t ppid;
 
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    rp = strrchr(buf, ')'); /* "pid (comm) state ppid ..." */
-    if (rp == NULL || sscanf(rp + 2, "%*c %d", &ppid) != 1)
-        return -1;
-    return ppid;
-}
-
-/* Whether pid still exists as a process that is not a zombie. */
-static bool is_running(int pid)
-{
-    char path[64];
-    char buf[512];
-    const char *rp;
-    int fd;
-    ssize_t n;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    rp = strrchr(buf, ')');
-    return rp != NULL && rp[2] != 'Z';
+    return cr_test_proc_stat(pid, &state, &ppid) ? (int)ppid : -1;
 }
 
 /* ------------------------------------------------------------------ load */
@@ -658,7 +620,7 @@ static void run_model(const char *model)
     do {
         left = 0;
         for (unsigned i = 0; i < nseen; i++)
-            left += is_running(seen_pids[i]);
+            left += !cr_test_proc_is_gone(seen_pids[i]);
         if (left > 0)
             usleep(50 * 1000);
     } while (left > 0 && cr_test_now_ms() < deadline);

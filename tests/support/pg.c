@@ -362,33 +362,6 @@ out_remove:
     return err;
 }
 
-/* The state letter and the parent of pid from /proc; false if it is gone. */
-static bool read_stat(pid_t pid, char *state, pid_t *ppid)
-{
-    char path[64];
-    char buf[512];
-    const char *p;
-    int fd;
-    ssize_t n;
-    int pp;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
-    /* The command name in parentheses may hold anything, ")" too. */
-    p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 1, " %c %d", state, &pp) != 2)
-        return false;
-    *ppid = pp;
-    return true;
-}
-
 /* Up to cap pids whose parent is ppid. */
 static size_t list_children(pid_t ppid, pid_t *out, size_t cap)
 {
@@ -403,20 +376,11 @@ static size_t list_children(pid_t ppid, pid_t *out, size_t cap)
         pid_t pp;
         char state;
 
-        if (pid > 0 && read_stat(pid, &state, &pp) && pp == ppid)
+        if (pid > 0 && cr_test_proc_stat(pid, &state, &pp) && pp == ppid)
             out[n++] = pid;
     }
     closedir(d);
     return n;
-}
-
-/* Whether pid has ended (a zombie holds no socket, lock or file). */
-static bool is_gone(pid_t pid)
-{
-    pid_t pp;
-    char state;
-
-    return !read_stat(pid, &state, &pp) || state == 'Z' || state == 'X';
 }
 
 int cr_test_pg_kill(struct cr_test_pg *pg)
@@ -441,7 +405,7 @@ int cr_test_pg_kill(struct cr_test_pg *pg)
      * one could still commit what a test sends after the "crash". */
     deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(10000);
     for (size_t i = 0; i < n; i++) {
-        while (!is_gone(kids[i])) {
+        while (!cr_test_proc_is_gone(kids[i])) {
             if (cr_test_now_ms() >= deadline)
                 return -ETIMEDOUT;
             usleep(2000);

@@ -43,6 +43,14 @@ int cr_test_spawn_server(char *const argv[], pid_t *pid, uint16_t *port, int tim
  * -ETIMEDOUT (the child is then killed with SIGKILL and reaped). */
 int cr_test_wait_exit(pid_t pid, int timeout_ms, int *status);
 
+/* The state letter and the parent of process pid, from /proc/<pid>/stat;
+ * false when there is no such process. */
+bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid);
+
+/* Whether pid has ended: gone, or a zombie (which holds no socket, lock or
+ * file any more). */
+bool cr_test_proc_is_gone(pid_t pid);
+
 /* Monotonic milliseconds. */
 uint64_t cr_test_now_ms(void);
 

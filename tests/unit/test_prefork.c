@@ -379,26 +379,6 @@ static uint64_t wait_crashes(struct fixture *f, uint64_t n, int timeout_ms)
     }
 }
 
-/* True once pid has exited (gone, or a zombie its parent has not reaped
- * yet). */
-static bool is_gone(int pid)
-{
-    char path[64];
-    char buf[512];
-    char *rp;
-    char state = 'X';
-    FILE *f;
-
-    snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-    f = fopen(path, "r");
-    if (f == NULL)
-        return true;
-    if (fgets(buf, sizeof(buf), f) != NULL && (rp = strrchr(buf, ')')) != NULL)
-        (void)sscanf(rp + 1, " %c", &state);
-    fclose(f);
-    return state == 'Z' || state == 'X';
-}
-
 /* Adds the children of pid (forked by any of its threads) not yet in pids[*n]. */
 static void add_children(pid_t pid, int *pids, int *n, int max)
 {
@@ -763,7 +743,7 @@ START_TEST(sighup_restarts_through_server_run)
         int pid;
 
         for (int i = 0; i < nbefore; i++)
-            old_gone = old_gone && is_gone(before[i]);
+            old_gone = old_gone && cr_test_proc_is_gone(before[i]);
         pid = request_once(h->port, "after\n", cr_test_tmo(5000));
         ck_assert_int_gt(pid, 0);
         fresh = old_gone;
@@ -815,7 +795,7 @@ START_TEST(workers_leave_when_master_dies)
     while (!all_gone && cr_test_now_ms() < end) {
         all_gone = true;
         for (int i = 0; i < npids; i++)
-            all_gone = all_gone && is_gone(pids[i]);
+            all_gone = all_gone && cr_test_proc_is_gone(pids[i]);
         if (!all_gone)
             usleep(10000);
     }
