@@ -8,6 +8,7 @@
  * past the end crashes the test.
  */
 #include "../../apps/httpd/http_parser.h"
+#include "../support/guard.h"
 
 #include <check.h>
 #include <errno.h>
@@ -16,44 +17,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-/* ---------------------------------------------------------------- guard page */
-
-/* A mapping whose last page is PROT_NONE; inputs are copied to end right before it. */
-struct guard {
-    char *map;
-    size_t map_len;
-    size_t room; /* bytes before the PROT_NONE page */
-};
-
-static struct guard guard;
-
-static const char *guard_put(const char *data, size_t len)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-
-    if (guard.map == NULL || guard.room < len) {
-        if (guard.map != NULL)
-            ck_assert_int_eq(munmap(guard.map, guard.map_len), 0);
-        guard.room = (len + page - 1) / page * page;
-        if (guard.room == 0)
-            guard.room = page;
-        guard.map_len = guard.room + page;
-        guard.map =
-            mmap(NULL, guard.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        ck_assert_ptr_ne(guard.map, MAP_FAILED);
-        ck_assert_int_eq(mprotect(guard.map + guard.room, page, PROT_NONE), 0);
-    }
-    memmove(guard.map + guard.room - len, data, len);
-    return guard.map + guard.room - len;
-}
-
-static void guard_release(void)
-{
-    if (guard.map != NULL)
-        munmap(guard.map, guard.map_len);
-    guard.map = NULL;
-}
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -73,7 +36,7 @@ static void init_request(struct http_request *req, size_t cap)
 static ssize_t parse_lim(const char *data, size_t len, struct http_request *req,
                          const struct http_limits *lim, int *status)
 {
-    const char *p = guard_put(data, len);
+    const char *p = cr_test_guard_put(data, len);
 
     *status = -1;
     return http_parse_request(p, len, req, lim, status);
@@ -129,7 +92,12 @@ START_TEST(parses_get_with_headers)
     ck_assert_ptr_null(req.range);
     ck_assert_ptr_null(req.referer);
     /* Zero-copy: the pointers are into the (guarded) input. */
-    ck_assert_ptr_eq(req.method, guard.map + guard.room - strlen(in));
+    {
+        size_t room;
+        const char *base = (const char *)cr_test_guard_base(&room);
+
+        ck_assert_ptr_eq(req.method, base + room - strlen(in));
+    }
 }
 END_TEST
 
@@ -798,7 +766,7 @@ START_TEST(chunked_reads_sizes_extensions_and_trailers)
     const struct chunked_case *c = &chunked_good[_i];
     struct http_chunked st = {0};
     bool done = false;
-    const char *p = guard_put(c->in, c->len);
+    const char *p = cr_test_guard_put(c->in, c->len);
 
     ck_assert_int_eq(http_chunked_consume(&st, p, c->len, &done), (ssize_t)body_len(c));
     ck_assert(done);
@@ -817,13 +785,13 @@ START_TEST(chunked_gives_the_same_result_split_at_every_byte)
     for (size_t k = 0; k <= c->len; k++) {
         struct http_chunked st = {0};
         bool done = false;
-        const char *p = guard_put(c->in, k);
+        const char *p = cr_test_guard_put(c->in, k);
         ssize_t n = http_chunked_consume(&st, p, k, &done);
 
         if (k < body) {
             ck_assert_int_eq(n, (ssize_t)k);
             ck_assert(!done);
-            p = guard_put(c->in + k, c->len - k);
+            p = cr_test_guard_put(c->in + k, c->len - k);
             n = http_chunked_consume(&st, p, c->len - k, &done);
             ck_assert_int_eq(n, (ssize_t)(body - k));
         } else {
@@ -837,7 +805,7 @@ START_TEST(chunked_gives_the_same_result_split_at_every_byte)
     size_t total = 0;
 
     for (size_t k = 0; k < c->len && !done; k++) {
-        const char *p = guard_put(c->in + k, 1);
+        const char *p = cr_test_guard_put(c->in + k, 1);
         ssize_t n = http_chunked_consume(&st, p, 1, &done);
 
         ck_assert_int_eq(n, 1);
@@ -865,7 +833,7 @@ START_TEST(chunked_skips_a_large_chunk_in_pieces)
     len += 7;
     while (!done) {
         size_t piece = len - off < 1000 ? len - off : 1000;
-        ssize_t n = http_chunked_consume(&st, guard_put(in + off, piece), piece, &done);
+        ssize_t n = http_chunked_consume(&st, cr_test_guard_put(in + off, piece), piece, &done);
 
         ck_assert_int_ge(n, 0);
         off += (size_t)n;
@@ -910,13 +878,13 @@ START_TEST(chunked_rejects_malformed_body)
     const struct chunked_bad_case *c = &chunked_bad[_i];
     struct http_chunked st = {0};
     bool done = false;
-    ssize_t n = http_chunked_consume(&st, guard_put(c->in, c->len), c->len, &done);
+    ssize_t n = http_chunked_consume(&st, cr_test_guard_put(c->in, c->len), c->len, &done);
 
     ck_assert_msg(n == -EBADMSG, "%s: %zd", c->what, n);
     /* Byte by byte, it fails too, never past the bad byte. */
     memset(&st, 0, sizeof(st));
     for (size_t k = 0; k < c->len; k++) {
-        n = http_chunked_consume(&st, guard_put(c->in + k, 1), 1, &done);
+        n = http_chunked_consume(&st, cr_test_guard_put(c->in + k, 1), 1, &done);
         if (n < 0)
             break;
         ck_assert_msg(n == 1 && !done, "%s at %zu", c->what, k);
@@ -931,7 +899,7 @@ START_TEST(chunked_accepts_the_largest_size)
     struct http_chunked st = {0};
     bool done = false;
 
-    ck_assert_int_eq(http_chunked_consume(&st, guard_put(S(in)), strlen(in), &done),
+    ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(S(in)), strlen(in), &done),
                      (ssize_t)strlen(in));
     ck_assert(!done);
     ck_assert_uint_eq(st.remaining, (uint64_t)INT64_MAX - 3);
@@ -945,18 +913,20 @@ START_TEST(chunked_bounds_size_lines_and_trailers)
     struct http_chunked st = {.line_max = 10};
     bool done = false;
 
-    ck_assert_int_eq(http_chunked_consume(&st, guard_put(S(ext)), strlen(ext), &done),
+    ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(S(ext)), strlen(ext), &done),
                      (ssize_t)strlen(ext));
     ck_assert(done);
     st = (struct http_chunked){.line_max = 9};
-    ck_assert_int_eq(http_chunked_consume(&st, guard_put(S(ext)), strlen(ext), &done), -EBADMSG);
+    ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(S(ext)), strlen(ext), &done),
+                     -EBADMSG);
 
     st = (struct http_chunked){.trailers_max = 9};
-    ck_assert_int_eq(http_chunked_consume(&st, guard_put(S(trl)), strlen(trl), &done),
+    ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(S(trl)), strlen(trl), &done),
                      (ssize_t)strlen(trl));
     ck_assert(done);
     st = (struct http_chunked){.trailers_max = 8};
-    ck_assert_int_eq(http_chunked_consume(&st, guard_put(S(trl)), strlen(trl), &done), -EBADMSG);
+    ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(S(trl)), strlen(trl), &done),
+                     -EBADMSG);
 
     /* The default line limit: endless leading zeros or extensions are cut off. */
     {
@@ -966,9 +936,9 @@ START_TEST(chunked_bounds_size_lines_and_trailers)
         ck_assert_ptr_nonnull(in);
         memset(in, '0', len);
         st = (struct http_chunked){0};
-        ck_assert_int_eq(http_chunked_consume(&st, guard_put(in, len - 1), len - 1, &done),
+        ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(in, len - 1), len - 1, &done),
                          (ssize_t)(len - 1));
-        ck_assert_int_eq(http_chunked_consume(&st, guard_put(in, 1), 1, &done), -EBADMSG);
+        ck_assert_int_eq(http_chunked_consume(&st, cr_test_guard_put(in, 1), 1, &done), -EBADMSG);
         free(in);
     }
 }
@@ -976,7 +946,7 @@ END_TEST
 
 static void teardown(void)
 {
-    guard_release();
+    cr_test_guard_release();
 }
 
 Suite *http_parser_suite(void);

@@ -9,6 +9,7 @@
  * past the end crashes the test.
  */
 #include "../../apps/oltp/proto.h"
+#include "../support/guard.h"
 
 #include <check.h>
 #include <errno.h>
@@ -17,50 +18,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* ---------------------------------------------------------------- guard page */
-
-/* A mapping whose last page is PROT_NONE; data is placed to end right before it. */
-struct guard {
-    uint8_t *map;
-    size_t map_len;
-    size_t room; /* bytes before the PROT_NONE page */
-};
-
-static struct guard guard;
-
-/* Room for len bytes ending at the PROT_NONE page. */
-static uint8_t *guard_room(size_t len)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-
-    if (guard.map == NULL || guard.room < len) {
-        if (guard.map != NULL)
-            ck_assert_int_eq(munmap(guard.map, guard.map_len), 0);
-        guard.room = (len + page - 1) / page * page;
-        if (guard.room == 0)
-            guard.room = page;
-        guard.map_len = guard.room + page;
-        guard.map =
-            mmap(NULL, guard.map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        ck_assert_ptr_ne(guard.map, MAP_FAILED);
-        ck_assert_int_eq(mprotect(guard.map + guard.room, page, PROT_NONE), 0);
-    }
-    return guard.map + guard.room - len;
-}
-
-static const uint8_t *guard_put(const uint8_t *data, size_t len)
-{
-    uint8_t *p = guard_room(len);
-
-    memmove(p, data, len);
-    return p;
-}
-
+/* Inputs and outputs end right before a PROT_NONE page (../support/guard.h). */
 static void teardown(void)
 {
-    if (guard.map != NULL)
-        munmap(guard.map, guard.map_len);
-    guard.map = NULL;
+    cr_test_guard_release();
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -68,12 +29,12 @@ static void teardown(void)
 static ssize_t req_decode(const uint8_t *data, size_t len, struct oltp_req *r, uint16_t *status)
 {
     *status = 0xffff;
-    return oltp_req_decode(guard_put(data, len), len, r, status);
+    return oltp_req_decode(cr_test_guard_put(data, len), len, r, status);
 }
 
 static ssize_t reply_decode(const uint8_t *data, size_t len, struct oltp_reply *r)
 {
-    return oltp_reply_decode(guard_put(data, len), len, r);
+    return oltp_reply_decode(cr_test_guard_put(data, len), len, r);
 }
 
 static void put_be(uint8_t *p, uint64_t v, int bytes)
@@ -185,12 +146,13 @@ START_TEST(request_of_every_op_round_trips)
     ck_assert_uint_eq(status, OLTP_ST_OK);
     assert_req_eq(&out, &in);
 
-    ck_assert_int_eq(oltp_frame_peek(guard_put(frame, n), n, false, &id, &session, &kind),
+    ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, n), n, false, &id, &session, &kind),
                      (ssize_t)n);
     ck_assert_uint_eq(id, in.id);
     ck_assert_uint_eq(session, in.session);
     ck_assert_uint_eq(kind, op);
-    ck_assert_int_eq(oltp_frame_peek(guard_put(frame, n), n, true, NULL, NULL, NULL), -EBADMSG);
+    ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, n), n, true, NULL, NULL, NULL),
+                     -EBADMSG);
 }
 END_TEST
 
@@ -241,7 +203,8 @@ START_TEST(every_prefix_of_a_request_is_eagain)
     ck_assert_uint_gt(n, 0);
     for (size_t k = 0; k < n; k++) {
         ck_assert_int_eq(req_decode(frame, k, &out, &status), -EAGAIN);
-        ck_assert_int_eq(oltp_frame_peek(guard_put(frame, k), k, false, NULL, NULL, NULL), -EAGAIN);
+        ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, k), k, false, NULL, NULL, NULL),
+                         -EAGAIN);
     }
     ck_assert_int_eq(req_decode(frame, n, &out, &status), (ssize_t)n);
 }
@@ -253,9 +216,9 @@ START_TEST(decoder_reads_nothing_at_length_zero)
     uint16_t status;
 
     /* A zero length at the guard page: any read at all would fault. */
-    ck_assert_int_eq(oltp_req_decode(guard_room(0), 0, &out, &status), -EAGAIN);
-    ck_assert_int_eq(oltp_reply_decode(guard_room(0), 0, &reply), -EAGAIN);
-    ck_assert_int_eq(oltp_frame_peek(guard_room(0), 0, true, NULL, NULL, NULL), -EAGAIN);
+    ck_assert_int_eq(oltp_req_decode(cr_test_guard_room(0), 0, &out, &status), -EAGAIN);
+    ck_assert_int_eq(oltp_reply_decode(cr_test_guard_room(0), 0, &reply), -EAGAIN);
+    ck_assert_int_eq(oltp_frame_peek(cr_test_guard_room(0), 0, true, NULL, NULL, NULL), -EAGAIN);
 }
 END_TEST
 
@@ -295,7 +258,7 @@ START_TEST(request_decoder_refuses_a_bad_header)
     for (size_t k = c->fail; k <= n; k++) {
         ck_assert_msg(req_decode(frame, k, &out, &status) == -EBADMSG, "%s at %zu", c->name, k);
         ck_assert_uint_eq(status, 0xffff);
-        ck_assert_int_eq(oltp_frame_peek(guard_put(frame, k), k, false, NULL, NULL, NULL),
+        ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, k), k, false, NULL, NULL, NULL),
                          -EBADMSG);
     }
 }
@@ -392,7 +355,7 @@ START_TEST(frames_back_to_back_decode_in_order)
     n += oltp_req_encode(&b, frame + n, sizeof(frame) - n);
     n += oltp_req_encode(&c, frame + n, sizeof(frame) - n);
 
-    p = guard_put(frame, n);
+    p = cr_test_guard_put(frame, n);
     m = oltp_req_decode(p, n, &out, &status);
     ck_assert_int_eq(m, OLTP_HEADER_SIZE + 40);
     ck_assert_uint_eq(status, OLTP_ST_OK);
@@ -422,7 +385,7 @@ START_TEST(frames_back_to_back_decode_in_order)
     reply.id = 2;
     reply.count = 3;
     n += oltp_reply_encode(&reply, frame + n, sizeof(frame) - n);
-    p = guard_put(frame, n);
+    p = cr_test_guard_put(frame, n);
     m = oltp_reply_decode(p, n, &reply2);
     ck_assert_int_eq(m, OLTP_HEADER_SIZE + 10);
     ck_assert_uint_eq(reply2.id, 1);
@@ -440,15 +403,17 @@ START_TEST(request_encoder_never_writes_past_cap)
     size_t n = OLTP_HEADER_SIZE + req_sizes[op];
 
     for (size_t cap = 0; cap < n; cap++) {
-        uint8_t *p = guard_room(cap);
+        uint8_t *p = cr_test_guard_room(cap);
+        size_t room;
+        unsigned char *base = cr_test_guard_base(&room);
 
-        memset(guard.map, 0x5a, guard.room);
+        memset(base, 0x5a, room);
         ck_assert_uint_eq(oltp_req_encode(&in, p, cap), 0);
-        for (size_t i = 0; i < guard.room; i++)
-            ck_assert_uint_eq(guard.map[i], 0x5a);
+        for (size_t i = 0; i < room; i++)
+            ck_assert_uint_eq(base[i], 0x5a);
     }
     /* At exactly its size, against the guard page. */
-    ck_assert_uint_eq(oltp_req_encode(&in, guard_room(n), n), n);
+    ck_assert_uint_eq(oltp_req_encode(&in, cr_test_guard_room(n), n), n);
 }
 END_TEST
 
@@ -551,10 +516,12 @@ START_TEST(reply_of_every_shape_round_trips)
     ck_assert_int_eq(reply_decode(frame, n, &reply2), (ssize_t)n);
     assert_reply_eq(&reply2, &in);
 
-    ck_assert_int_eq(oltp_frame_peek(guard_put(frame, n), n, true, &id, NULL, &kind), (ssize_t)n);
+    ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, n), n, true, &id, NULL, &kind),
+                     (ssize_t)n);
     ck_assert_uint_eq(id, in.id);
     ck_assert_uint_eq(kind, OLTP_REPLY | c->op);
-    ck_assert_int_eq(oltp_frame_peek(guard_put(frame, n), n, false, NULL, NULL, NULL), -EBADMSG);
+    ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, n), n, false, NULL, NULL, NULL),
+                     -EBADMSG);
     {
         struct oltp_req out;
         uint16_t status;
@@ -566,14 +533,16 @@ START_TEST(reply_of_every_shape_round_trips)
     for (size_t k = 0; k < n; k++)
         ck_assert_int_eq(reply_decode(frame, k, &reply2), -EAGAIN);
     for (size_t cap = 0; cap < n; cap += cap < 64 ? 1 : 97) {
-        uint8_t *p = guard_room(cap);
+        uint8_t *p = cr_test_guard_room(cap);
+        size_t room;
+        unsigned char *base = cr_test_guard_base(&room);
 
-        memset(guard.map, 0x5a, guard.room);
+        memset(base, 0x5a, room);
         ck_assert_uint_eq(oltp_reply_encode(&in, p, cap), 0);
-        for (size_t i = 0; i < guard.room; i++)
-            ck_assert_uint_eq(guard.map[i], 0x5a);
+        for (size_t i = 0; i < room; i++)
+            ck_assert_uint_eq(base[i], 0x5a);
     }
-    ck_assert_uint_eq(oltp_reply_encode(&in, guard_room(n), n), n);
+    ck_assert_uint_eq(oltp_reply_encode(&in, cr_test_guard_room(n), n), n);
 }
 END_TEST
 
@@ -648,7 +617,8 @@ START_TEST(reply_decoder_refuses_a_body_that_does_not_match)
     /* *r untouched on failure. */
     ck_assert_uint_eq(reply.op, 0x77);
     /* The header alone is fine: a forwarder can still skip it. */
-    ck_assert_int_eq(oltp_frame_peek(guard_put(frame, n), n, true, NULL, NULL, NULL), (ssize_t)n);
+    ck_assert_int_eq(oltp_frame_peek(cr_test_guard_put(frame, n), n, true, NULL, NULL, NULL),
+                     (ssize_t)n);
 }
 END_TEST
 
