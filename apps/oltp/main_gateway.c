@@ -18,10 +18,10 @@
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 
+#include "../common/app_server.h"
 #include "../common/options.h"
 #include "gateway.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -145,19 +145,17 @@ int main(int argc, char **argv)
     struct options o;
     struct oltp_gateway *g;
     sigset_t set;
-    int log_fd = -1;
     int err;
     int rc = 1;
 
     parse_args(&o, argc, argv);
     cr_log_set_level(o.log_level);
     if (o.error_log != NULL) {
-        log_fd = open(o.error_log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (log_fd < 0) {
-            fprintf(stderr, PROG ": %s: %s\n", o.error_log, strerror(errno));
+        err = app_open_error_log(o.error_log);
+        if (err < 0) {
+            fprintf(stderr, PROG ": %s: %s\n", o.error_log, strerror(-err));
             return 1;
         }
-        cr_log_set_fd(log_fd);
     }
     /* Blocked before the pool starts, so its threads inherit the mask and the
      * signals wait for sigtimedwait below (PIPE: a client gone mid-write). */
@@ -201,9 +199,5 @@ int main(int argc, char **argv)
 out_destroy:
     oltp_gateway_destroy(g);
 out_log:
-    if (log_fd >= 0) {
-        cr_log_set_fd(-1);
-        close(log_fd);
-    }
     return rc;
 }
