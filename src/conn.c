@@ -134,6 +134,9 @@ struct cr_conn {
     bool close_after_flush;
     bool failed;   /* close at once, dropping output */
     bool peer_eof; /* read returned 0 */
+    /* The current readiness call read less than it asked for: the socket
+     * had nothing more then (see drive). */
+    bool drained;
 
     /* Deadlines: of the wait the last handle call returned. */
     enum cr__conn_next waiting; /* 0 before the first call */
@@ -550,7 +553,8 @@ static void feed_fresh(struct cr_conn *c, const char *data, size_t n)
  * not by a whole read buffer); when tl_in is in use by an outer call on this
  * thread (nesting), it reads straight into c->in. *fresh says the data is in
  * tl_in alone. Bytes read, 0 at end of input, -EAGAIN, or -errno (-EMSGSIZE
- * once the unconsumed input reached MAX_INPUT).
+ * once the unconsumed input reached MAX_INPUT). A read shorter than the room
+ * it had sets c->drained.
  */
 static ssize_t read_some(struct cr_conn *c, bool *fresh)
 {
@@ -575,6 +579,7 @@ static ssize_t read_some(struct cr_conn *c, bool *fresh)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
     if (n == 0)
         return 0;
+    c->drained = (size_t)n < cap;
     c->bytes_in += (uint64_t)n;
     c->svc_input_deadline = false; /* the service sets it anew, or not */
     if (!direct && c->in_len == 0) {
@@ -630,7 +635,9 @@ static enum cr__conn_next advance(struct cr_conn *c)
         if (c->seg_count > 0)
             return CR__CONN_WRITE;
         if (c->close_after_flush) {
-            if (!c->peer_eof)
+            /* Just drained: nothing unread for close() to reset the
+             * connection over, and no shutdown+recv to pay. */
+            if (!c->peer_eof && !c->drained)
                 discard_input(c);
             return CR__CONN_CLOSE;
         }
@@ -684,7 +691,12 @@ static enum cr__conn_next drive(struct cr_conn *c)
             output_drained(c);
             continue;
         }
-        if (reads++ == READS_PER_CALL)
+        /* A read shorter than its buffer emptied the socket a moment ago:
+         * another now would almost always be an EAGAIN, a syscall per
+         * request. The handle reports whatever arrives next (one-shot and
+         * level-triggered alike; under edge triggering a short TCP read is
+         * the drain). */
+        if (c->drained || reads++ == READS_PER_CALL)
             return CR__CONN_READ;
 
         bool fresh;
@@ -758,6 +770,7 @@ enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned 
     /* Hang-ups and errors show up as read or send results. */
     CR_UNUSED(events);
     c->worker = worker;
+    c->drained = false;
     outer = stage_enter(c);
     return finish_call(c, outer, drive(c), in0, out0);
 }
