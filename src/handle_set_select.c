@@ -165,8 +165,9 @@ static int select_set_open(struct cr_handle_set **out)
 static int select_set_add(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags,
                           uint32_t tag)
 {
+    /* A closed fd is -EBADF on every backend, whatever its number. */
     if (fd >= FD_SETSIZE)
-        return -EINVAL;
+        return fcntl(fd, F_GETFD) < 0 ? -EBADF : -EINVAL;
     return cr__hs_table_add(hs, fd, interest, flags, tag);
 }
 

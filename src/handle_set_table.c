@@ -10,6 +10,7 @@
  */
 #include "handle_set_table_internal.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -171,6 +172,8 @@ int cr__hs_table_add(struct cr_handle_set *hs, int fd, unsigned interest, unsign
 
     if (fd == t->wakefd)
         return -EEXIST; /* ours, never the caller's */
+    if (fcntl(fd, F_GETFD) < 0)
+        return -EBADF; /* poll and select would only say so later */
     cr_mutex_lock(&t->lock);
     if (find_reg(t, fd) != NULL) {
         err = -EEXIST;

@@ -154,6 +154,11 @@ int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
         if (err < 0)
             goto out_close_fd;
     }
+    /* Accepted sockets inherit it (Linux), which spares cr_listener_accept
+     * a setsockopt per connection. */
+    err = set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
+    if (err < 0)
+        goto out_close_fd;
     if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
         err = -errno;
         goto out_close_fd;
@@ -245,7 +250,6 @@ static bool is_connection_error(int err)
 int cr_listener_accept(int listen_fd, int *fd_out)
 {
     int skipped = 0;
-    int one = 1;
     int fd;
     int err;
 
@@ -262,8 +266,6 @@ int cr_listener_accept(int listen_fd, int *fd_out)
             return -EAGAIN;
         return -err;
     }
-    /* Fails only on a non-TCP socket, where there is no Nagle to disable. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     *fd_out = fd;
     return 0;
 }

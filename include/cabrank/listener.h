@@ -53,12 +53,13 @@ CR_MUST_CHECK int cr_listener_address(int fd, char *buf, size_t len);
 CR_MUST_CHECK int cr_listener_port(int fd);
 
 /*
- * Accepts one connection, non-blocking and close-on-exec, TCP_NODELAY set.
- * *fd_out returns owned. -EAGAIN when none is pending; -EMFILE, -ENFILE,
- * -ENOBUFS, -ENOMEM when out of resources. Connections that failed before
- * they were accepted (-ECONNABORTED, -EPROTO, network errors) are skipped; after
- * 256 of them in one call it returns -EAGAIN, so an error that never clears
- * cannot trap the caller. Thread-safe.
+ * Accepts one connection, non-blocking and close-on-exec. It inherits the
+ * listener's socket options: cr_listener_open() sets TCP_NODELAY, so Nagle
+ * is off (set it on a listener opened otherwise). *fd_out returns owned. -EAGAIN when none is
+ * pending; -EMFILE, -ENFILE, -ENOBUFS, -ENOMEM when out of resources. Connections that failed
+ * before they were accepted (-ECONNABORTED, -EPROTO, network errors) are skipped; after 256 of them
+ * in one call it returns -EAGAIN, so an error that never clears cannot trap the caller.
+ * Thread-safe.
  */
 CR_MUST_CHECK int cr_listener_accept(int listen_fd, int *fd_out);
 
