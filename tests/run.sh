@@ -140,6 +140,18 @@ else
     failures+=("format check (run: make format)")
 fi
 
+# The peers bench needs ../shared and the peers; its report, from CSVs, does not.
+echo
+echo "== bench report (bench/httpd_vs_peers.sh --report)"
+hvp=tests/data/httpd_vs_peers
+if bench/httpd_vs_peers.sh --report "$hvp/run-1.csv" "$hvp/run-2.csv" | diff -u "$hvp/expected.md" -; then
+    passed=$((passed + 1))
+    echo "PASS httpd_vs_peers report"
+else
+    failed=$((failed + 1))
+    failures+=("bench/httpd_vs_peers.sh --report (expected: $hvp/expected.md)")
+fi
+
 # ASan's runner is the longest (about 10 min alone, against 3 for release
 # and 6 for TSan), so it runs as two halves of the suites (CR_TEST_SHARD,
 # runner.c): the machine is half idle while the runners wait.
