@@ -72,6 +72,7 @@ static int lf_create(struct cr_model **out, const struct cr_model_env *env)
         .threads = (unsigned)c->threads,
         .promotion = c->promotion,
         .shared_followers = c->multiple_leaders,
+        .promotion_delay_us = c->promotion_delay_us,
     };
     struct cr_model *m;
     int err;

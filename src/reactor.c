@@ -97,6 +97,7 @@ struct cr_reactor {
     struct cr_handle_event *pending;
     int pending_len;
     int pending_pos;
+    uint64_t pending_at; /* when the wait that filled it returned */
 
     /* Atomic: set once by cr_reactor_stop (release), read by waiters (acquire). */
     int stopped;
@@ -701,7 +702,18 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
         }
         r->pending_len = n;
         r->pending_pos = 0;
+        r->pending_at = cr_clock_now_ns();
     }
+}
+
+uint64_t cr__reactor_backlog_since(struct cr_reactor *r)
+{
+    uint64_t since;
+
+    cr_mutex_lock(&r->lock);
+    since = r->pending_pos < r->pending_len ? r->pending_at : 0;
+    cr_mutex_unlock(&r->lock);
+    return since;
 }
 
 int cr_reactor_next(struct cr_reactor *r, int timeout_ms, struct cr_reactor_event *ev)

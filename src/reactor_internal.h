@@ -18,4 +18,9 @@
  * appears with the first signal: call after the reactor is set up). */
 unsigned cr__reactor_fds(const struct cr_reactor *r, int *fds);
 
+/* When the last wait returned, if events it fetched are still untaken, else
+ * 0 (a cr_clock_now_ns time). Lets the Leader/Followers watchdog see a
+ * batch that waits for a thread. Any thread. */
+uint64_t cr__reactor_backlog_since(struct cr_reactor *r);
+
 #endif /* CABRANK_REACTOR_INTERNAL_H */

@@ -80,11 +80,14 @@ static int parse_num(const struct opts_def *d, const char *v, unsigned long long
     return 0;
 }
 
-/* Seconds, fractions allowed, into milliseconds (at least 1, so a tiny
- * value never reads as 0, which the services take for their default). */
+/* Seconds, fractions allowed, into units of 1/per_second. OPTS_SECONDS: at
+ * least 1 ms, so a tiny value never reads as 0, which the services take for
+ * their default. OPTS_SECONDS_US: 0 is a value of its own. */
 static int parse_seconds(const struct opts_def *d, const char *v, uint64_t *out, struct opts_err *e)
 {
     double max = d->max != 0 ? (double)d->max : MAX_SECONDS_DEFAULT;
+    bool zero_ok = d->kind == OPTS_SECONDS_US;
+    double per_second = zero_ok ? 1e6 : 1e3;
     char *end;
     double s;
 
@@ -93,9 +96,12 @@ static int parse_seconds(const struct opts_def *d, const char *v, uint64_t *out,
         return opts_fail(e, "--%s wants seconds, not '%s'", d->name, v);
     errno = 0;
     s = strtod(v, &end);
-    if (errno != 0 || *end != '\0' || !(s > 0) || s > max)
-        return opts_fail(e, "--%s: '%s' is not a positive number of seconds", d->name, v);
-    *out = s * 1000 < 1 ? 1 : (uint64_t)(s * 1000 + 0.5);
+    if (errno != 0 || *end != '\0' || !(zero_ok ? s >= 0 : s > 0))
+        return opts_fail(e, "--%s: '%s' is not a %s number of seconds", d->name, v,
+                         zero_ok ? "non-negative" : "positive");
+    if (s > max)
+        return opts_fail(e, "--%s: '%s' is more than %g seconds", d->name, v, max);
+    *out = !zero_ok && s * per_second < 1 ? 1 : (uint64_t)(s * per_second + 0.5);
     return 0;
 }
 
@@ -151,6 +157,7 @@ int opts_set(const struct opts_table *t, void *obj, const struct opts_def *d, co
         }
         return 0;
     case OPTS_SECONDS:
+    case OPTS_SECONDS_US:
         err = parse_seconds(d, v, &ms, e);
         if (err < 0)
             return err;

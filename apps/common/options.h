@@ -28,13 +28,14 @@
 /* How an option's value is read and where it goes (bytes [off, off + size)
  * of the caller's struct). */
 enum opts_kind {
-    OPTS_NUM,     /* decimal in [min, max], into a 4- or 8-byte unsigned or int */
-    OPTS_SECONDS, /* seconds, fractions allowed, into a uint64_t of milliseconds
-                   */
-    OPTS_FLAG,    /* no value, or yes/no (true/false, 1/0) after '=', into a bool */
-    OPTS_STRING,  /* a non-empty value, kept as const char * (not copied) */
-    OPTS_CHOICE,  /* one of choices(), kept as const char * */
-    OPTS_SPECIAL, /* given to the table's special callback */
+    OPTS_NUM,        /* decimal in [min, max], into a 4- or 8-byte unsigned or int */
+    OPTS_SECONDS,    /* seconds, fractions allowed, into a uint64_t of milliseconds
+                      (more than 0) */
+    OPTS_SECONDS_US, /* the same into microseconds, 0 allowed */
+    OPTS_FLAG,       /* no value, or yes/no (true/false, 1/0) after '=', into a bool */
+    OPTS_STRING,     /* a non-empty value, kept as const char * (not copied) */
+    OPTS_CHOICE,     /* one of choices(), kept as const char * */
+    OPTS_SPECIAL,    /* given to the table's special callback */
 };
 
 /*
@@ -49,7 +50,7 @@ struct opts_def {
     int scope;
     size_t off;
     size_t size;
-    /* OPTS_NUM: the range. OPTS_SECONDS: max is the most seconds (0: a year). */
+    /* OPTS_NUM: the range. OPTS_SECONDS(_US): max is the most seconds (0: a year). */
     unsigned long long min;
     unsigned long long max;
     const char *const *(*choices)(void); /* OPTS_CHOICE: NULL-terminated */
@@ -70,6 +71,8 @@ struct opts_def {
     .name = nm, .kind = OPTS_NUM, OPTS_FIELD(t, f), .min = lo, .max = hi, .arg = a, .help = h
 #define OPTS_DEF_SECONDS(nm, t, f, hi, h)                                                          \
     .name = nm, .kind = OPTS_SECONDS, OPTS_FIELD(t, f), .max = hi, .arg = "SECS", .help = h
+#define OPTS_DEF_SECONDS_US(nm, t, f, hi, h)                                                       \
+    .name = nm, .kind = OPTS_SECONDS_US, OPTS_FIELD(t, f), .max = hi, .arg = "SECS", .help = h
 #define OPTS_DEF_FLAG(nm, t, f, h) .name = nm, .kind = OPTS_FLAG, OPTS_FIELD(t, f), .help = h
 #define OPTS_DEF_STRING(nm, t, f, a, h)                                                            \
     .name = nm, .kind = OPTS_STRING, OPTS_FIELD(t, f), .arg = a, .help = h

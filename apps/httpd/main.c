@@ -36,7 +36,11 @@
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define DEFAULT_ROOT   "./www"
 #define DEFAULT_MIME   "/etc/mime.types"
-#define NOPTS          37 /* entries in opt_defs */
+/* lf's promotion delay where the order has one: a static file is answered in
+ * microseconds and blocks only on a cold disk (see lf_pool.c). */
+#define DEFAULT_PROMOTION_DELAY_US 1000
+#define UNSET_US                   UINT64_MAX
+#define NOPTS                      38 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -55,6 +59,7 @@ struct arena {
 struct options {
     struct cr_server_config server;
     struct http_service_config http;
+    uint64_t promotion_delay_us; /* UNSET_US: the default for the order */
     unsigned nlisten;
     bool listen_from_argv; /* the command line's --listen replace the file's */
     const char *access_log;
@@ -149,6 +154,11 @@ static const struct opts_def opt_defs[] = {
         "prefork: threads in each worker process, default 1)"),
     CHOICE("promotion", SCOPE_SERVER, server.promotion, cr_lf_pool_promotions, "ORDER",
            "lf: native, lifo, fifo, priority, lifo-lockfree\n(default lifo)"),
+    {OPTS_DEF_SECONDS_US("promotion-delay", struct options, promotion_delay_us, 1,
+                         "lf with lifo: a leader wakes no follower;\n"
+                         "one takes over once a handler has run this long\n"
+                         "(default 0.001; 0: wake one before every event)"),
+     .scope = SCOPE_SERVER},
     NUM("groups", SCOPE_SERVER, server.groups, 1, 256, "N",
         "lf: handle sets, each its own L/F group (default 1)"),
     FLAG("multiple-leaders", SCOPE_SERVER, server.multiple_leaders,
@@ -233,10 +243,18 @@ static const struct opts_table opt_table = {
         "--log-level and --error-log; what it cannot apply is logged.\n",
 };
 
+/* Whether a promotion order takes a promotion delay (NULL: the default,
+ * lifo). */
+static bool defers(const char *promotion)
+{
+    return promotion == NULL || strcmp(promotion, "lifo") == 0;
+}
+
 static void defaults(struct options *o)
 {
     memset(o, 0, sizeof(*o));
     o->http.root = DEFAULT_ROOT;
+    o->promotion_delay_us = UNSET_US;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;
     for (size_t i = 0; i < NOPTS; i++)
@@ -522,13 +540,17 @@ static void on_started(struct cr_server *s, void *arg)
     const struct app *app = arg;
     const struct options *o = app->opts;
     struct cr_server_stats ss;
+    char promotion[96] = "";
 
     app_say_listening(s);
     (void)cr_server_stats(s, &ss, NULL, 0);
-    CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
-           ss.model, ss.promotion != NULL ? ", promotion " : "",
-           ss.promotion != NULL ? ss.promotion : "", o->config != NULL ? ", config " : "",
-           o->config != NULL ? o->config : "");
+    if (ss.promotion != NULL && o->promotion_delay_us != 0)
+        snprintf(promotion, sizeof(promotion), ", promotion %s deferred %llu us", ss.promotion,
+                 (unsigned long long)o->promotion_delay_us);
+    else if (ss.promotion != NULL)
+        snprintf(promotion, sizeof(promotion), ", promotion %s", ss.promotion);
+    CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s", o->http.root, ss.model,
+           promotion, o->config != NULL ? ", config " : "", o->config != NULL ? o->config : "");
 }
 
 static void on_usr1(struct cr_server *s, void *arg)
@@ -765,6 +787,14 @@ int main(int argc, char **argv)
         o->http.header_timeout_ms != 0 ? o->http.header_timeout_ms : HTTP_HEADER_TIMEOUT_MS_DEFAULT;
     o->server.send_timeout_ms =
         o->http.send_timeout_ms != 0 ? o->http.send_timeout_ms : HTTP_SEND_TIMEOUT_MS_DEFAULT;
+    if (o->promotion_delay_us == UNSET_US) {
+        o->promotion_delay_us = defers(o->server.promotion) ? DEFAULT_PROMOTION_DELAY_US : 0;
+    } else if (o->promotion_delay_us != 0 && !defers(o->server.promotion)) {
+        fprintf(stderr, PROG ": --promotion-delay needs --promotion lifo\n");
+        status = EXIT_USAGE;
+        goto out_http;
+    }
+    o->server.promotion_delay_us = (unsigned)o->promotion_delay_us;
     o->server.on_usr1 = on_usr1;
     o->server.on_hup = on_hup;
     o->server.on_started = on_started;

@@ -42,6 +42,11 @@ struct cr_lf_pool_config {
     unsigned nreactors;           /* >= 1 */
     bool shared_followers;        /* multiple leaders over one follower set */
     const int *priorities;        /* "priority": one per thread; NULL: thread i has -i */
+    /* 0: a leader promotes a follower before it dispatches (POSA2). Else a
+     * leader wakes nobody, and a watchdog thread offers the turn once a
+     * handler has run this long or fetched events waited this long (see
+     * lf_pool.c); lifo only, -EINVAL for the other orders. */
+    unsigned promotion_delay_us;
     /* Run on each pool thread at start and exit (thread-local set-up). */
     void (*on_thread_start)(unsigned idx, void *arg);
     void (*on_thread_stop)(unsigned idx, void *arg);

@@ -45,6 +45,9 @@ struct cr_server_config {
     int threads;                              /* workers; 0: number of CPUs (tpc: cap 1024) */
     const char *promotion;                    /* lf: native|lifo|fifo|priority|lifo-lockfree */
     int groups;                               /* lf: handle sets (reactors); 0: 1 */
+    /* lf with lifo: defer promotions until a handler has run this long
+     * (cr_lf_pool_config); 0: promote before every dispatch */
+    unsigned promotion_delay_us;
     bool multiple_leaders;    /* lf, groups > 1: one follower set; a thread leads any set
                                  without a leader (else each set has its own threads) */
     int queue_size;           /* hshr: job queue slots; 0: 1024 */

@@ -235,6 +235,29 @@ static struct cr_reactor *make_reactor(void)
     return r;
 }
 
+/* A promotion delay the deferred tests use: long against a quick handler,
+ * short against WAIT_MS. */
+#define DELAY_US 2000
+
+/* The orders that take a promotion delay. */
+static const char *const deferring[] = {"lifo"};
+
+static struct cr_lf_pool *make_deferred_pool(struct cr_reactor **rs, unsigned nr, unsigned threads,
+                                             const char *promotion, unsigned delay_us)
+{
+    struct cr_lf_pool_config cfg = {
+        .threads = threads,
+        .promotion = promotion,
+        .reactors = rs,
+        .nreactors = nr,
+        .promotion_delay_us = delay_us,
+    };
+    struct cr_lf_pool *p;
+
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), 0);
+    return p;
+}
+
 static struct cr_lf_pool *make_pool(struct cr_reactor **rs, unsigned nr, unsigned threads,
                                     const char *promotion, bool shared, const int *prio)
 {
@@ -334,7 +357,7 @@ static void check_clean(struct ctx *x)
 
 /* ------------------------------------------------------------------ dispatch */
 
-START_TEST(every_byte_is_handled_once_and_no_handle_by_two_threads)
+static void handle_every_byte_once(const char *order, unsigned delay_us)
 {
     enum { NCHANS = 8, BYTES = 2000 };
     struct ctx *x = calloc(1, sizeof(*x));
@@ -343,11 +366,11 @@ START_TEST(every_byte_is_handled_once_and_no_handle_by_two_threads)
 
     for (int i = 0; i < NCHANS; i++)
         add_chan(x, r, MODE_COUNT);
-    x->p = make_pool(&r, 1, 4, order_at(_i), false, NULL);
+    x->p = make_deferred_pool(&r, 1, 4, order, delay_us);
     ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
     for (int i = 0; i < BYTES; i++)
         poke(&x->chans[i % NCHANS]);
-    ck_assert_msg(wait_count(&x->total, BYTES), "%s: %llu of %d handled", order_at(_i),
+    ck_assert_msg(wait_count(&x->total, BYTES), "%s: %llu of %d handled", order,
                   (unsigned long long)load_u64(&x->total), BYTES);
     stop_and_join(x->p);
     check_clean(x);
@@ -367,9 +390,20 @@ START_TEST(every_byte_is_handled_once_and_no_handle_by_two_threads)
     cr_reactor_destroy(r);
     free(x);
 }
+
+START_TEST(every_byte_is_handled_once_and_no_handle_by_two_threads)
+{
+    handle_every_byte_once(order_at(_i), 0);
+}
 END_TEST
 
-START_TEST(blocking_handlers_do_not_stop_the_others)
+START_TEST(deferred_promotion_handles_every_byte_once)
+{
+    handle_every_byte_once(deferring[_i], DELAY_US);
+}
+END_TEST
+
+static void run_blocking_handlers_together(const char *order, unsigned delay_us)
 {
     enum { THREADS = 4 };
     struct ctx *x = calloc(1, sizeof(*x));
@@ -379,7 +413,7 @@ START_TEST(blocking_handlers_do_not_stop_the_others)
     x->goal = THREADS;
     for (int i = 0; i < THREADS; i++)
         add_chan(x, r, MODE_CONCURRENT);
-    x->p = make_pool(&r, 1, THREADS, order_at(_i), false, NULL);
+    x->p = make_deferred_pool(&r, 1, THREADS, order, delay_us);
     ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
     ck_assert(wait_roles(x->p, 1, THREADS - 1, 0));
     for (int i = 0; i < THREADS; i++)
@@ -396,6 +430,63 @@ START_TEST(blocking_handlers_do_not_stop_the_others)
     close_chans(x);
     cr_reactor_destroy(r);
     free(x);
+}
+
+START_TEST(blocking_handlers_do_not_stop_the_others)
+{
+    run_blocking_handlers_together(order_at(_i), 0);
+}
+END_TEST
+
+/* Each blocked handler is seen by the watchdog and its reactor handed on. */
+START_TEST(deferred_promotion_still_runs_blocking_handlers_together)
+{
+    run_blocking_handlers_together(deferring[_i], DELAY_US);
+}
+END_TEST
+
+/*
+ * The point of the delay: handlers that return at once cost no wake. One
+ * event at a time, each waited for; eager promotion wakes the parked
+ * follower for nearly every one, deferred promotion for about none (the
+ * first, while the watchdog sleeps).
+ */
+static uint64_t promotions_for_quick_events(const char *order, unsigned delay_us)
+{
+    enum { EVENTS = 200 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *c = add_chan(x, r, MODE_COUNT);
+    struct census cs;
+
+    x->p = make_deferred_pool(&r, 1, 2, order, delay_us);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    for (int k = 0; k < EVENTS; k++) {
+        ck_assert(wait_roles(x->p, 1, 1, -1));
+        poke(c);
+        ck_assert(wait_count(&c->handled, (uint64_t)k + 1));
+    }
+    census(x->p, &cs);
+    ck_assert_uint_eq(cs.events, EVENTS);
+    stop_and_join(x->p);
+    check_clean(x);
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+    return cs.promotions;
+}
+
+START_TEST(deferred_promotion_wakes_nobody_for_quick_handlers)
+{
+    uint64_t eager = promotions_for_quick_events(deferring[_i], 0);
+    uint64_t deferred = promotions_for_quick_events(deferring[_i], DELAY_US);
+
+    ck_assert_msg(eager >= 100, "%s: %llu promotions without a delay", deferring[_i],
+                  (unsigned long long)eager);
+    /* A loaded machine can hold a handler past the delay now and then. */
+    ck_assert_msg(deferred <= 20, "%s: %llu promotions with a delay", deferring[_i],
+                  (unsigned long long)deferred);
 }
 END_TEST
 
@@ -578,7 +669,7 @@ END_TEST
  * then be served while the handler still blocks (its gate stays closed
  * until the test opens it).
  */
-START_TEST(parked_follower_takes_over_while_a_handler_blocks)
+static void take_over_from_a_blocked_handler(const char *order, unsigned delay_us)
 {
     enum { THREADS = 2, ROUNDS = 30 };
     struct ctx *x = calloc(1, sizeof(*x));
@@ -587,7 +678,7 @@ START_TEST(parked_follower_takes_over_while_a_handler_blocks)
     struct chan *gate = add_chan(x, r, MODE_GATED);
     struct chan *rec = add_chan(x, r, MODE_COUNT);
 
-    x->p = make_pool(&r, 1, THREADS, order_at(_i), false, NULL);
+    x->p = make_deferred_pool(&r, 1, THREADS, order, delay_us);
     ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
     for (int k = 0; k < ROUNDS; k++) {
         ck_assert(wait_roles(x->p, 1, 1, -1));
@@ -596,10 +687,10 @@ START_TEST(parked_follower_takes_over_while_a_handler_blocks)
         ck_assert(wait_count(&quick->handled, (uint64_t)k + 1));
         ck_assert(wait_int(&gate->in_use, 1));
         poke(rec);
-        ck_assert_msg(wait_count(&rec->handled, (uint64_t)k + 1), "%s: round %d: not served",
-                      order_at(_i), k);
+        ck_assert_msg(wait_count(&rec->handled, (uint64_t)k + 1), "%s: round %d: not served", order,
+                      k);
         ck_assert_msg(load_int(&gate->in_use) == 1 && load_u64(&gate->handled) == (uint64_t)k,
-                      "%s: round %d: served only after the blocking handler", order_at(_i), k);
+                      "%s: round %d: served only after the blocking handler", order, k);
         open_gate(gate);
         ck_assert(wait_count(&gate->handled, (uint64_t)k + 1));
         __atomic_store_n(&gate->gate, 0, __ATOMIC_RELEASE);
@@ -610,6 +701,18 @@ START_TEST(parked_follower_takes_over_while_a_handler_blocks)
     close_chans(x);
     cr_reactor_destroy(r);
     free(x);
+}
+START_TEST(parked_follower_takes_over_while_a_handler_blocks)
+{
+    take_over_from_a_blocked_handler(order_at(_i), 0);
+}
+END_TEST
+
+/* With a delay nobody is woken at the dispatch: the watchdog must see the
+ * handler blocked and hand the reactor on. */
+START_TEST(deferred_promotion_takes_over_from_a_blocked_handler)
+{
+    take_over_from_a_blocked_handler(deferring[_i], DELAY_US);
 }
 END_TEST
 
@@ -1187,6 +1290,17 @@ START_TEST(bad_input_gets_error_codes)
     cfg.shared_followers = true;
     ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
     cfg.shared_followers = false;
+    /* A delay is lifo's alone. */
+    cfg.promotion_delay_us = 1000;
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.promotion = "native";
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.promotion = "fifo";
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.promotion = "priority";
+    ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), -EINVAL);
+    cfg.promotion = "lifo-lockfree";
+    cfg.promotion_delay_us = 0;
     ck_assert_int_eq(cr_lf_pool_create(&p, &cfg), 0);
     ck_assert_int_eq(cr_lf_pool_self(p), -1);
     /* A waiter nobody waits on: notify is harmless, wait off the pool fails. */
@@ -1239,6 +1353,14 @@ Suite *lf_pool_suite(void)
     tcase_add_test(tc, lockfree_groups_stress_over_two_reactors);
     tcase_add_loop_test(tc, shared_followers_survive_rapid_handoffs_over_two_reactors, 0, n);
     tcase_add_test(tc, bad_input_gets_error_codes);
+    tcase_add_loop_test(tc, deferred_promotion_handles_every_byte_once, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_promotion_still_runs_blocking_handlers_together, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_promotion_wakes_nobody_for_quick_handlers, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_promotion_takes_over_from_a_blocked_handler, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
     suite_add_tcase(s, tc);
     return s;
 }

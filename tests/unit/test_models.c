@@ -47,6 +47,7 @@
 struct variant {
     const char *model;
     const char *promotion; /* lf only */
+    unsigned delay_us;     /* lf only: promotion delay */
     const char *dispatch;  /* proactor only */
     const char *engine;    /* proactor only */
 };
@@ -96,6 +97,7 @@ static void set_defaults(const struct variant *v, struct cr_server_config *cfg)
 {
     cfg->model = v->model;
     cfg->promotion = v->promotion;
+    cfg->promotion_delay_us = v->delay_us;
     cfg->dispatch = v->dispatch;
     cfg->async_engine = v->engine;
     cfg->listen[0] = "127.0.0.1:0";
@@ -1049,6 +1051,11 @@ Suite *models_suite(void)
         if (strcmp(*m, "lf") == 0) {
             for (const char *const *p = cr_lf_pool_promotions(); *p != NULL; p++)
                 add_variant(*m, *p);
+            /* Deferred promotion (cabrank-httpd's default), with a delay
+             * short against the tests' waits. */
+            if (nvariants < MAX_VARIANTS)
+                variants[nvariants++] =
+                    (struct variant){.model = *m, .promotion = "lifo", .delay_us = 1000};
         } else if (strcmp(*m, "proactor") == 0) {
             add_proactor_variants(*m);
         } else {

@@ -21,6 +21,7 @@ struct cfg {
     uint64_t big;
     uint64_t timeout_ms;
     uint64_t short_ms;
+    uint64_t delay_us;
     bool verbose;
     const char *root;
     const char *color;
@@ -70,6 +71,7 @@ static const struct opts_def defs[] = {
      .arg = "SECS",
      .help = "idle\nthen closed\n(default 5)"},
     {.name = "short", .kind = OPTS_SECONDS, F(short_ms), .max = 10, .arg = "SECS", .help = "s"},
+    {OPTS_DEF_SECONDS_US("delay", struct cfg, delay_us, 1, "d")},
     {.name = "verbose", .kind = OPTS_FLAG, F(verbose), .help = "say more"},
     {.name = "root", .kind = OPTS_STRING, F(root), .arg = "DIR", .help = "document root"},
     {.name = "color",
@@ -166,6 +168,26 @@ START_TEST(seconds_take_fractions_into_milliseconds)
     ck_assert_str_eq(e.msg, "--timeout wants seconds, not '-1'");
     ck_assert_int_eq(PARSE(&c, &e, "--timeout", "inf"), -EINVAL);
     ck_assert_int_eq(PARSE(&c, &e, "--timeout", "nan"), -EINVAL);
+}
+END_TEST
+
+START_TEST(seconds_us_take_fractions_into_microseconds_and_zero)
+{
+    struct cfg c;
+    struct opts_err e;
+
+    ck_assert_int_eq(PARSE(&c, &e, "--delay", "0.0005"), 0);
+    ck_assert_uint_eq(c.delay_us, 500);
+    ck_assert_int_eq(PARSE(&c, &e, "--delay=1"), 0);
+    ck_assert_uint_eq(c.delay_us, 1000000);
+    /* 0 is a value here (no delay), not the default. */
+    ck_assert_int_eq(PARSE(&c, &e, "--delay", "0"), 0);
+    ck_assert_uint_eq(c.delay_us, 0);
+    ck_assert_int_eq(PARSE(&c, &e, "--delay", "1.5"), -EINVAL);
+    ck_assert_str_eq(e.msg, "--delay: '1.5' is more than 1 seconds");
+    ck_assert_int_eq(PARSE(&c, &e, "--delay", "-0"), -EINVAL);
+    ck_assert_int_eq(PARSE(&c, &e, "--delay", "1ms"), -EINVAL);
+    ck_assert_int_eq(PARSE(&c, &e, "--delay", "nan"), -EINVAL);
 }
 END_TEST
 
@@ -305,6 +327,7 @@ START_TEST(help_has_two_columns_and_continues_under_the_help)
                                "                           then closed\n"
                                "                           (default 5)\n"
                                "  --short SECS             s\n"
+                               "  --delay SECS             d\n"
                                "  --verbose                say more\n"
                                "  --root DIR               document root\n"
                                "  --color NAME             red, green, blue (default red)\n"
@@ -413,6 +436,7 @@ Suite *options_suite(void)
 
     tcase_add_test(tc, numbers_go_into_fields_of_their_size_within_range);
     tcase_add_test(tc, seconds_take_fractions_into_milliseconds);
+    tcase_add_test(tc, seconds_us_take_fractions_into_microseconds_and_zero);
     tcase_add_test(tc, flags_take_no_value_or_yes_no);
     tcase_add_test(tc, strings_and_choices);
     tcase_add_test(tc, name_equals_value_and_name_space_value);
