@@ -8,6 +8,7 @@
 #include <cabrank/listener.h>
 
 #include <arpa/inet.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -122,6 +123,13 @@ static int set_int_option(int fd, int level, int name, int value)
     return 0;
 }
 
+int cr_listener_defer_accept(int fd, unsigned seconds)
+{
+    if (seconds > INT_MAX)
+        return -EINVAL;
+    return set_int_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, (int)seconds);
+}
+
 int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
 {
     struct sockaddr_storage ss;
@@ -159,6 +167,11 @@ int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
     err = set_int_option(fd, IPPROTO_TCP, TCP_NODELAY, 1);
     if (err < 0)
         goto out_close_fd;
+    if (cfg->defer_accept_s != 0) {
+        err = cr_listener_defer_accept(fd, cfg->defer_accept_s);
+        if (err < 0)
+            goto out_close_fd;
+    }
     if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
         err = -errno;
         goto out_close_fd;

@@ -79,6 +79,10 @@ struct cr__reactive_conn {
     struct cr_conn *conn;
     int fd;
 
+    /* The handling thread's (one at a time, ordered by the reactor lock):
+     * the fd is in the reactor. */
+    bool registered;
+
     /* Protected by rs->lock. */
     struct cr__reactive_conn *prev;
     struct cr__reactive_conn *next;
@@ -108,6 +112,7 @@ struct cr__reactive {
     void *arg;
     uint64_t grace_ms;
     unsigned max_connections;
+    bool optimistic; /* serve a new connection on the accepting thread */
     struct accept_slot *slots;
     unsigned nslots;
 
@@ -260,7 +265,7 @@ static void close_conn(struct cr__reactive_conn *rc)
     /* -ENOENT: taken for dispatch; on_conn_timer drops its reference. */
     if (timer != 0 && cr_reactor_timer_cancel(rc->r, timer) == 0)
         rconn_put(rc); /* not the last: the list still holds one */
-    err = cr_reactor_remove(rc->r, rc->fd);
+    err = rc->registered ? cr_reactor_remove(rc->r, rc->fd) : 0;
     if (err < 0 && err != -ENOENT)
         CR_LOG(CR_LOG_WARN, "removing connection fd %d: %s", rc->fd, strerror(-err));
     cr__conn_destroy(rc->conn);
@@ -316,7 +321,15 @@ static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
         arm_timer(rc, cr_clock_now_ns());
     }
     cr_mutex_unlock(&rc->lock);
-    err = cr_reactor_modify(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ);
+    if (rc->registered) {
+        err = cr_reactor_modify(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ);
+    } else {
+        rc->registered = true; /* before: once added, another thread may run */
+        err = cr_reactor_add(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ,
+                             CR_REACTOR_ONESHOT, on_conn_event, rc);
+        if (err < 0)
+            rc->registered = false;
+    }
     if (err < 0) {
         /* Not armed, so no event can come: ours to close. */
         CR_LOG(CR_LOG_WARN, "re-arming connection fd %d: %s", rc->fd, strerror(-err));
@@ -412,13 +425,24 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
     /* A graceful stop that walked the list before rc joined it. */
     if (is_stopping(rs))
         expire(rc);
-    else if (rc->deadline != 0)
+    else if (rc->deadline != 0 && !rs->optimistic)
         arm_timer(rc, cr_clock_now_ns());
     cr_mutex_unlock(&rc->lock);
     cr_mutex_unlock(&rs->lock);
 
+    /* With TCP_DEFER_ACCEPT the request is here already: read it at once,
+     * which spares a registration, a wait and (Connection: close) a removal;
+     * settle registers what still has to wait, and arms its timer. Without
+     * it, the request is usually a moment behind the handshake, and the read
+     * would be an EAGAIN. hshr defers connections to its workers. */
+    if (rs->optimistic) {
+        cr__reactive_handle(rc, CR_EV_READ);
+        return;
+    }
+    rc->registered = true;
     err = cr_reactor_add(slot->r, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_conn_event, rc);
     if (err < 0) {
+        rc->registered = false;
         CR_LOG(CR_LOG_WARN, "registering connection fd %d: %s", fd, strerror(-err));
         close_conn(rc);
     }
@@ -527,6 +551,7 @@ int cr__reactive_create(struct cr__reactive **out, const struct cr__reactive_con
     rs->grace_ms = cfg->grace_ms != 0 ? cfg->grace_ms : CR__REACTIVE_GRACE_MS;
     rs->max_connections =
         env->cfg->max_connections > 0 ? (unsigned)env->cfg->max_connections : UINT32_MAX;
+    rs->optimistic = env->cfg->defer_accept_s != 0 && cfg->defer == NULL;
     rs->grace_reactor = cfg->reactors[0];
     err = cr_mutex_init(&rs->lock);
     if (err < 0)

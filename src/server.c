@@ -284,6 +284,7 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
             .address = addr,
             .backlog = s->cfg.backlog,
             .reuseport = true,
+            .defer_accept_s = s->cfg.defer_accept_s,
         };
 
         err = cr_listener_address(s->listen_fds[i], addr, sizeof(addr));
@@ -310,6 +311,15 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
 
     for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
         if (in->listen_fds[i] > 0) {
+            int err = in->defer_accept_s != 0
+                          ? cr_listener_defer_accept(in->listen_fds[i], in->defer_accept_s)
+                          : 0;
+
+            if (err < 0) {
+                CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_DEFER_ACCEPT: %s",
+                       in->listen_fds[i], strerror(-err));
+                return err;
+            }
             s->listen_fds[s->nlisten++] = in->listen_fds[i];
             continue;
         }
@@ -319,6 +329,7 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
                 .address = in->listen[i],
                 .backlog = s->cfg.backlog,
                 .reuseport = reuseport,
+                .defer_accept_s = in->defer_accept_s,
             };
             int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
 
@@ -334,6 +345,7 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
             .address = DEFAULT_LISTEN,
             .backlog = s->cfg.backlog,
             .reuseport = reuseport,
+            .defer_accept_s = in->defer_accept_s,
         };
         int err = cr_listener_open(&s->listen_fds[0], &lc);
 

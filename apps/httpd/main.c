@@ -40,7 +40,10 @@
  * microseconds and blocks only on a cold disk (see lf_pool.c). */
 #define DEFAULT_PROMOTION_DELAY_US 1000
 #define UNSET_US                   UINT64_MAX
-#define NOPTS                      38 /* entries in opt_defs */
+/* Clients of an HTTP server speak first: a connection is worth accepting
+ * once its request arrives (a silent one waits in the kernel, not here). */
+#define DEFAULT_DEFER_ACCEPT_S 1
+#define NOPTS                  39 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -165,6 +168,11 @@ static const struct opts_def opt_defs[] = {
          "lf with --groups > 1: one follower set, a thread leads\nany set without a leader"),
     CHOICE("backend", SCOPE_SERVER, server.backend, cr_handle_set_backends, "NAME",
            "handle set: epoll, poll or select (default epoll)"),
+    NUM("defer-accept", SCOPE_SERVER, server.defer_accept_s, 0, 3600, "SECS",
+        "accept a connection once its request arrives, or\n"
+        "after SECS of silence (TCP_DEFER_ACCEPT); the\n"
+        "accepting thread then reads it at once (default 1;\n"
+        "0: accept at once)"),
     NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
         "stop accepting beyond N (default 10000)"),
     NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
@@ -255,6 +263,7 @@ static void defaults(struct options *o)
     memset(o, 0, sizeof(*o));
     o->http.root = DEFAULT_ROOT;
     o->promotion_delay_us = UNSET_US;
+    o->server.defer_accept_s = DEFAULT_DEFER_ACCEPT_S;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;
     for (size_t i = 0; i < NOPTS; i++)

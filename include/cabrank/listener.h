@@ -30,6 +30,9 @@ struct cr_listener_config {
     int backlog;    /* 0 = 511 */
     bool reuseport; /* SO_REUSEPORT, for one listener per thread or process */
     bool v6only;    /* IPV6_V6ONLY on an IPv6 address */
+    /* TCP_DEFER_ACCEPT: hand a connection to accept() once its first data
+     * has arrived, or after about this many seconds of silence; 0: at once */
+    unsigned defer_accept_s;
 };
 
 /*
@@ -44,6 +47,10 @@ CR_MUST_CHECK int cr_listener_parse(const char *address, struct sockaddr_storage
  * -EINVAL for a bad address, else -errno of socket/bind/listen. Thread-safe.
  */
 CR_MUST_CHECK int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg);
+
+/* Sets TCP_DEFER_ACCEPT (see cr_listener_config) on a listening socket, one
+ * opened elsewhere too. 0 or -errno. Thread-safe. */
+CR_MUST_CHECK int cr_listener_defer_accept(int fd, unsigned seconds);
 
 /* Writes the bound address of a socket as "127.0.0.1:34567" or "[::1]:80".
  * -ENOSPC if buf is too small, -errno. Thread-safe. */

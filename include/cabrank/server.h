@@ -41,10 +41,13 @@ struct cr_server_config {
     const char *listen[CR_SERVER_MAX_LISTEN]; /* addresses; none: "127.0.0.1:8080" */
     int listen_fds[CR_SERVER_MAX_LISTEN];     /* or inherited listening sockets (> 0) */
     int backlog;                              /* 0: 511 */
-    const char *backend;                      /* handle set; NULL: epoll */
-    int threads;                              /* workers; 0: number of CPUs (tpc: cap 1024) */
-    const char *promotion;                    /* lf: native|lifo|fifo|priority|lifo-lockfree */
-    int groups;                               /* lf: handle sets (reactors); 0: 1 */
+    /* TCP_DEFER_ACCEPT on every listener (cr_listener_config); the reactor
+     * and lf models then read a new connection's request at once */
+    unsigned defer_accept_s;
+    const char *backend;   /* handle set; NULL: epoll */
+    int threads;           /* workers; 0: number of CPUs (tpc: cap 1024) */
+    const char *promotion; /* lf: native|lifo|fifo|priority|lifo-lockfree */
+    int groups;            /* lf: handle sets (reactors); 0: 1 */
     /* lf with lifo: defer promotions until a handler has run this long
      * (cr_lf_pool_config); 0: promote before every dispatch */
     unsigned promotion_delay_us;

@@ -323,6 +323,44 @@ START_TEST(accepted_fd_is_nonblocking_cloexec_nodelay)
 }
 END_TEST
 
+/* TCP_DEFER_ACCEPT: a silent connection is not accepted; one that has sent
+ * is, with its data already there to read. */
+START_TEST(defer_accept_hands_over_connections_with_data_only)
+{
+    struct cr_listener_config cfg = {.address = "127.0.0.1:0", .defer_accept_s = 5};
+    char c = 0;
+    int lfd;
+    int silent;
+    int talker;
+    int fd = -1;
+
+    ck_assert_int_eq(cr_listener_open(&lfd, &cfg), 0);
+    ck_assert_int_gt(int_option(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT), 0);
+    silent = cr_test_connect((uint16_t)cr_listener_port(lfd));
+    ck_assert_int_ge(silent, 0);
+    usleep(100 * 1000);
+    ck_assert_int_eq(cr_listener_accept(lfd, &fd), -EAGAIN);
+    talker = cr_test_connect((uint16_t)cr_listener_port(lfd));
+    ck_assert_int_ge(talker, 0);
+    ck_assert_int_eq(write(talker, "x", 1), 1);
+    for (int i = 0; i < 200 && cr_listener_accept(lfd, &fd) == -EAGAIN; i++)
+        usleep(10 * 1000);
+    ck_assert_int_ge(fd, 0);
+    /* No wait needed: the data came before the connection did. */
+    ck_assert_int_eq(read(fd, &c, 1), 1);
+    ck_assert_int_eq(c, 'x');
+    ck_assert_int_eq(cr_listener_accept(lfd, &fd), -EAGAIN);
+    close(fd);
+    close(talker);
+    close(silent);
+    /* Also on a socket opened elsewhere; 0 turns it off. */
+    ck_assert_int_eq(cr_listener_defer_accept(lfd, 0), 0);
+    ck_assert_int_eq(int_option(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT), 0);
+    ck_assert_int_eq(cr_listener_defer_accept(-1, 1), -EBADF);
+    close(lfd);
+}
+END_TEST
+
 Suite *listener_suite(void);
 Suite *listener_suite(void)
 {
@@ -343,6 +381,7 @@ Suite *listener_suite(void)
     tcase_add_test(sock, reuseport_lets_two_listeners_share_a_port);
     tcase_add_test(sock, accept_returns_eagain_when_nothing_is_pending);
     tcase_add_test(sock, accepted_fd_is_nonblocking_cloexec_nodelay);
+    tcase_add_test(sock, defer_accept_hands_over_connections_with_data_only);
     suite_add_tcase(s, sock);
     return s;
 }
