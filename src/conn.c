@@ -137,6 +137,12 @@ struct cr_conn {
     /* The current readiness call read less than it asked for: the socket
      * had nothing more then (see drive). */
     bool drained;
+    /* The current call was told of a hang-up: read on to the end of input,
+     * which a short read does not show. */
+    bool hup;
+    /* The last readiness call stopped where the socket would block for what
+     * it waits for next, not at a budget (edge-triggered re-arming). */
+    bool would_block;
 
     /* Deadlines: of the wait the last handle call returned. */
     enum cr__conn_next waiting; /* 0 before the first call */
@@ -579,7 +585,7 @@ static ssize_t read_some(struct cr_conn *c, bool *fresh)
         return errno == EWOULDBLOCK ? -EAGAIN : -errno;
     if (n == 0)
         return 0;
-    c->drained = (size_t)n < cap;
+    c->drained = (size_t)n < cap && !c->hup;
     c->bytes_in += (uint64_t)n;
     c->svc_input_deadline = false; /* the service sets it anew, or not */
     if (!direct && c->in_len == 0) {
@@ -681,8 +687,10 @@ static enum cr__conn_next drive(struct cr_conn *c)
             if (flushes++ == FLUSHES_PER_CALL)
                 return CR__CONN_WRITE;
             err = flush(c);
-            if (err == -EAGAIN)
+            if (err == -EAGAIN) {
+                c->would_block = true;
                 return CR__CONN_WRITE;
+            }
             if (err < 0) {
                 if (err != -EPIPE && err != -ECONNRESET)
                     CR_LOG(CR_LOG_DEBUG, "conn: send failed: %s", strerror(-err));
@@ -696,14 +704,20 @@ static enum cr__conn_next drive(struct cr_conn *c)
          * request. The handle reports whatever arrives next (one-shot and
          * level-triggered alike; under edge triggering a short TCP read is
          * the drain). */
-        if (c->drained || reads++ == READS_PER_CALL)
+        if (c->drained) {
+            c->would_block = true;
+            return CR__CONN_READ;
+        }
+        if (reads++ == READS_PER_CALL)
             return CR__CONN_READ;
 
         bool fresh;
         ssize_t n = read_some(c, &fresh);
 
-        if (n == -EAGAIN)
+        if (n == -EAGAIN) {
+            c->would_block = true;
             return CR__CONN_READ;
+        }
         if (n < 0) {
             if (n != -ECONNRESET)
                 CR_LOG(CR_LOG_DEBUG, "conn: recv failed: %s", strerror((int)-n));
@@ -767,10 +781,11 @@ enum cr__conn_next cr__conn_handle(struct cr_conn *c, unsigned events, unsigned 
     uint64_t out0 = c->bytes_out;
     struct cr_conn *outer;
 
-    /* Hang-ups and errors show up as read or send results. */
-    CR_UNUSED(events);
+    /* Hang-ups and errors show up as read or send results, once read for. */
     c->worker = worker;
     c->drained = false;
+    c->hup = (events & (CR_EV_HUP | CR_EV_ERR)) != 0;
+    c->would_block = false;
     outer = stage_enter(c);
     return finish_call(c, outer, drive(c), in0, out0);
 }
@@ -934,6 +949,11 @@ void cr__conn_destroy(struct cr_conn *c)
     if (c->segs != c->inline_segs)
         free(c->segs);
     free(c);
+}
+
+bool cr__conn_would_block(const struct cr_conn *c)
+{
+    return c->would_block;
 }
 
 int cr__conn_fd(const struct cr_conn *c)

@@ -51,9 +51,16 @@ const char *cr_handle_set_name(const struct cr_handle_set *hs)
     return hs->ops->name;
 }
 
-static bool has_only_known_bits(unsigned interest, unsigned flags)
+static bool has_only_known_bits(const struct cr_handle_set *hs, unsigned interest, unsigned flags)
 {
-    return (interest & ~(CR_EV_READ | CR_EV_WRITE)) == 0 && (flags & ~CR_HS_ONESHOT) == 0;
+    unsigned known = CR_HS_ONESHOT | (hs->ops->edge ? CR_HS_EDGE : 0);
+
+    return (interest & ~(CR_EV_READ | CR_EV_WRITE)) == 0 && (flags & ~known) == 0;
+}
+
+bool cr_handle_set_has_edge(const struct cr_handle_set *hs)
+{
+    return hs->ops->edge;
 }
 
 int cr_handle_set_add(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags,
@@ -63,7 +70,7 @@ int cr_handle_set_add(struct cr_handle_set *hs, int fd, unsigned interest, unsig
      * backends look), so that epoll's add costs one syscall, not two. */
     if (fd < 0)
         return -EBADF;
-    if (!has_only_known_bits(interest, flags))
+    if (!has_only_known_bits(hs, interest, flags))
         return -EINVAL;
     return hs->ops->add(hs, fd, interest, flags, tag);
 }
@@ -73,7 +80,7 @@ int cr_handle_set_modify(struct cr_handle_set *hs, int fd, unsigned interest, un
 {
     if (fd < 0)
         return -EBADF;
-    if (!has_only_known_bits(interest, flags))
+    if (!has_only_known_bits(hs, interest, flags))
         return -EINVAL;
     return hs->ops->modify(hs, fd, interest, flags, tag);
 }

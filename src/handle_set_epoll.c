@@ -32,6 +32,10 @@ static uint32_t to_epoll(unsigned interest, unsigned flags)
         ev |= EPOLLOUT;
     if (flags & CR_HS_ONESHOT)
         ev |= EPOLLONESHOT;
+    /* Edge: a peer's FIN that came with the last data brings no edge of its
+     * own later, so the report says so (as HUP) for the reader to read on. */
+    if (flags & CR_HS_EDGE)
+        ev |= EPOLLET | EPOLLRDHUP;
     return ev;
 }
 
@@ -43,7 +47,7 @@ static unsigned from_epoll(uint32_t ev)
         out |= CR_EV_READ;
     if (ev & EPOLLOUT)
         out |= CR_EV_WRITE;
-    if (ev & EPOLLHUP)
+    if (ev & (EPOLLHUP | EPOLLRDHUP))
         out |= CR_EV_HUP;
     if (ev & EPOLLERR)
         out |= CR_EV_ERR;
@@ -197,6 +201,7 @@ static unsigned epoll_set_fds(const struct cr_handle_set *hs, int *fds)
 
 const struct cr_handle_set_ops cr__handle_set_epoll_ops = {
     .name = "epoll",
+    .edge = true,
     .open = epoll_set_open,
     .close = epoll_set_close,
     .add = epoll_set_add,

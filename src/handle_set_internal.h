@@ -11,6 +11,7 @@
 
 struct cr_handle_set_ops {
     const char *name;
+    bool edge; /* takes CR_HS_EDGE */
     int (*open)(struct cr_handle_set **out);
     void (*close)(struct cr_handle_set *hs);
     int (*add)(struct cr_handle_set *hs, int fd, unsigned interest, unsigned flags, uint32_t tag);

@@ -322,11 +322,13 @@ static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
     }
     cr_mutex_unlock(&rc->lock);
     if (rc->registered) {
-        err = cr_reactor_modify(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ);
+        err = cr_reactor_rearm(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ,
+                               !cr__conn_would_block(rc->conn));
     } else {
         rc->registered = true; /* before: once added, another thread may run */
+        /* A new registration reports what is ready already. */
         err = cr_reactor_add(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ,
-                             CR_REACTOR_ONESHOT, on_conn_event, rc);
+                             CR_REACTOR_ONESHOT | CR_REACTOR_EDGE, on_conn_event, rc);
         if (err < 0)
             rc->registered = false;
     }
@@ -440,7 +442,8 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
         return;
     }
     rc->registered = true;
-    err = cr_reactor_add(slot->r, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_conn_event, rc);
+    err = cr_reactor_add(slot->r, fd, CR_EV_READ, CR_REACTOR_ONESHOT | CR_REACTOR_EDGE,
+                         on_conn_event, rc);
     if (err < 0) {
         rc->registered = false;
         CR_LOG(CR_LOG_WARN, "registering connection fd %d: %s", fd, strerror(-err));

@@ -18,6 +18,17 @@
  * table, or whose handle is deactivated, is dropped when it is taken. So no
  * handle is dispatched twice and no stale event reaches a new handler.
  *
+ * Edge-triggered one-shot (CR_REACTOR_EDGE, where the handle set has edge
+ * triggering): the fd is registered once for everything, edge-triggered, and
+ * the one-shot is kept here: taking an event disarms the entry, re-arming
+ * (modify, reactivate, rearm) sets `armed` and the interest, and makes no
+ * system call - one per request fewer for a connection. An event that comes
+ * while the entry is disarmed or waits for something else is kept in
+ * `missed`; a re-arm for something missed, or one whose caller says the fd
+ * may still be ready (it stopped short of EAGAIN), queues the entry on the
+ * ready list, which take() serves before it waits. The caller's part: re-arm
+ * only once the fd would block for what it re-arms for, or say it may not.
+ *
  * Timers: a binary min-heap of slot indices ordered by deadline; each slot
  * knows its heap position, so cancel is O(log n). A timer id is
  * (slot generation << 32 | slot index): an id that fired or was cancelled
@@ -52,8 +63,17 @@ struct handler_entry {
     void *arg;
     unsigned interest;
     unsigned flags;
-    uint32_t gen; /* 0: not registered */
-    bool armed;   /* included in the wait */
+    uint32_t gen;    /* 0: not registered */
+    bool armed;      /* included in the wait */
+    bool edge;       /* edge-triggered one-shot (see the top of the file) */
+    bool queued;     /* edge: on the ready list */
+    unsigned missed; /* edge: events that came while it could not take them */
+};
+
+/* An entry on the ready list (edge): the generation drops a stale one. */
+struct ready_item {
+    int fd;
+    uint32_t gen;
 };
 
 struct timer_slot {
@@ -99,6 +119,12 @@ struct cr_reactor {
     int pending_pos;
     uint64_t pending_at; /* when the wait that filled it returned */
 
+    /* Protected by lock: the ready list (edge), a FIFO in an array. */
+    struct ready_item *ready;
+    size_t ready_len;
+    size_t ready_pos;
+    size_t ready_cap;
+
     /* Atomic: set once by cr_reactor_stop (release), read by waiters (acquire). */
     int stopped;
 };
@@ -137,7 +163,15 @@ static struct handler_entry *find_entry(struct cr_reactor *r, int fd)
 
 static unsigned hs_flags(const struct handler_entry *e)
 {
+    if (e->edge)
+        return CR_HS_EDGE;
     return (e->flags & CR_REACTOR_ONESHOT) ? CR_HS_ONESHOT : 0;
+}
+
+/* What an edge entry can take now: its interest, and hang-ups and errors. */
+static unsigned takes(const struct handler_entry *e)
+{
+    return e->interest | CR_EV_HUP | CR_EV_ERR;
 }
 
 static int add_locked(struct cr_reactor *r, int fd, unsigned interest, unsigned flags,
@@ -160,8 +194,11 @@ static int add_locked(struct cr_reactor *r, int fd, unsigned interest, unsigned 
     e->interest = interest;
     e->flags = flags;
     e->armed = true;
+    e->edge = (flags & CR_REACTOR_EDGE) && cr_handle_set_has_edge(r->hs);
     e->gen = r->next_gen;
-    err = cr_handle_set_add(r->hs, fd, interest, hs_flags(e), e->gen);
+    /* Edge: registered for everything once; `interest` filters here. */
+    err = cr_handle_set_add(r->hs, fd, e->edge ? CR_EV_READ | CR_EV_WRITE : interest, hs_flags(e),
+                            e->gen);
     if (err < 0)
         memset(e, 0, sizeof(*e));
     return err;
@@ -320,6 +357,7 @@ void cr_reactor_destroy(struct cr_reactor *r)
     free(r->slots);
     free(r->heap);
     free(r->pending);
+    free(r->ready);
     free(r);
 }
 
@@ -346,7 +384,8 @@ int cr_reactor_add(struct cr_reactor *r, int fd, unsigned interest, unsigned fla
 
     if (fd < 0)
         return -EBADF;
-    if (fn == NULL || (flags & ~CR_REACTOR_ONESHOT) != 0)
+    if (fn == NULL || (flags & ~(CR_REACTOR_ONESHOT | CR_REACTOR_EDGE)) != 0 ||
+        (flags & CR_REACTOR_EDGE && !(flags & CR_REACTOR_ONESHOT)))
         return -EINVAL;
     cr_mutex_lock(&r->lock);
     err = add_locked(r, fd, interest, flags, fn, arg);
@@ -354,26 +393,67 @@ int cr_reactor_add(struct cr_reactor *r, int fd, unsigned interest, unsigned fla
     return err;
 }
 
-/* Re-arms e with the handle set, with a new interest when asked. */
-static int arm(struct cr_reactor *r, int fd, struct handler_entry *e)
+/* Puts edge entry e of fd on the ready list, once. Caller holds r->lock. */
+static int queue_ready(struct cr_reactor *r, int fd, struct handler_entry *e)
 {
-    e->armed = true;
-    return cr_handle_set_modify(r->hs, fd, e->interest, hs_flags(e), e->gen);
+    if (e->queued)
+        return 0;
+    if (r->ready_pos == r->ready_len)
+        r->ready_pos = r->ready_len = 0;
+    if (r->ready_len == r->ready_cap) {
+        size_t cap = r->ready_cap != 0 ? r->ready_cap * 2 : 64;
+        struct ready_item *a = realloc(r->ready, cap * sizeof(*a));
+
+        if (a == NULL)
+            return -ENOMEM;
+        r->ready = a;
+        r->ready_cap = cap;
+    }
+    r->ready[r->ready_len++] = (struct ready_item){.fd = fd, .gen = e->gen};
+    e->queued = true;
+    return 0;
 }
 
-int cr_reactor_modify(struct cr_reactor *r, int fd, unsigned interest)
+/*
+ * Re-arms e with the handle set, with a new interest when asked. Edge: no
+ * system call; onto the ready list if it missed what it now waits for or
+ * may still be ready, and *wake when a thread waits meanwhile. Caller holds
+ * r->lock.
+ */
+static int arm(struct cr_reactor *r, int fd, struct handler_entry *e, bool maybe_ready, bool *wake)
+{
+    e->armed = true;
+    if (!e->edge)
+        return cr_handle_set_modify(r->hs, fd, e->interest, hs_flags(e), e->gen);
+    if (maybe_ready)
+        e->missed |= e->interest;
+    if ((e->missed & takes(e)) == 0)
+        return 0;
+    *wake = r->waiting;
+    return queue_ready(r, fd, e);
+}
+
+int cr_reactor_rearm(struct cr_reactor *r, int fd, unsigned interest, bool maybe_ready)
 {
     struct handler_entry *e;
+    bool wake = false;
     int err = -ENOENT;
 
     cr_mutex_lock(&r->lock);
     e = find_entry(r, fd);
     if (e != NULL) {
         e->interest = interest;
-        err = arm(r, fd, e);
+        err = arm(r, fd, e, maybe_ready, &wake);
     }
     cr_mutex_unlock(&r->lock);
+    if (wake)
+        cr_handle_set_wake(r->hs);
     return err;
+}
+
+int cr_reactor_modify(struct cr_reactor *r, int fd, unsigned interest)
+{
+    return cr_reactor_rearm(r, fd, interest, false);
 }
 
 int cr_reactor_remove(struct cr_reactor *r, int fd)
@@ -396,8 +476,9 @@ int cr_reactor_deactivate(struct cr_reactor *r, int fd)
     if (e != NULL) {
         e->armed = false;
         /* One-shot with no interest: at most one hang-up can still come, and
-         * `armed` drops it; a level-triggered one would come back forever. */
-        err = cr_handle_set_modify(r->hs, fd, 0, CR_HS_ONESHOT, e->gen);
+         * `armed` drops it; a level-triggered one would come back forever.
+         * Edge: `armed` alone, what comes meanwhile is missed. */
+        err = e->edge ? 0 : cr_handle_set_modify(r->hs, fd, 0, CR_HS_ONESHOT, e->gen);
     }
     cr_mutex_unlock(&r->lock);
     return err;
@@ -406,13 +487,16 @@ int cr_reactor_deactivate(struct cr_reactor *r, int fd)
 int cr_reactor_reactivate(struct cr_reactor *r, int fd)
 {
     struct handler_entry *e;
+    bool wake = false;
     int err = -ENOENT;
 
     cr_mutex_lock(&r->lock);
     e = find_entry(r, fd);
     if (e != NULL)
-        err = arm(r, fd, e);
+        err = arm(r, fd, e, false, &wake);
     cr_mutex_unlock(&r->lock);
+    if (wake)
+        cr_handle_set_wake(r->hs);
     return err;
 }
 
@@ -619,24 +703,63 @@ static bool take_timer(struct cr_reactor *r, uint64_t now, struct cr_reactor_eve
     return true;
 }
 
+static void fill_fd_event(struct cr_reactor_event *ev, int fd, unsigned events,
+                          const struct handler_entry *e)
+{
+    ev->kind = KIND_FD;
+    ev->fd = fd;
+    ev->events = events;
+    ev->timer_id = 0;
+    ev->handler = e->fn;
+    ev->timer = NULL;
+    ev->arg = e->arg;
+}
+
 /* Takes the next valid event of the pending batch into ev. */
 static bool take_pending(struct cr_reactor *r, struct cr_reactor_event *ev)
 {
     while (r->pending_pos < r->pending_len) {
         const struct cr_handle_event *he = &r->pending[r->pending_pos++];
         struct handler_entry *e = find_entry(r, he->fd);
+        unsigned events = he->events;
 
-        if (e == NULL || e->gen != he->tag || !e->armed)
-            continue; /* removed, replaced or deactivated since the wait */
+        if (e == NULL || e->gen != he->tag)
+            continue; /* removed or replaced since the wait */
+        if (e->edge) {
+            events |= e->missed;
+            if (!e->armed || (events & takes(e)) == 0) {
+                e->missed = events; /* the edge will not come again */
+                continue;
+            }
+            e->missed = 0;
+        } else if (!e->armed) {
+            continue; /* deactivated since the wait */
+        }
         if (e->flags & CR_REACTOR_ONESHOT)
             e->armed = false;
-        ev->kind = KIND_FD;
-        ev->fd = he->fd;
-        ev->events = he->events;
-        ev->timer_id = 0;
-        ev->handler = e->fn;
-        ev->timer = NULL;
-        ev->arg = e->arg;
+        fill_fd_event(ev, he->fd, events, e);
+        return true;
+    }
+    return false;
+}
+
+/* Takes the first entry of the ready list (edge) that is still armed. */
+static bool take_ready(struct cr_reactor *r, struct cr_reactor_event *ev)
+{
+    while (r->ready_pos < r->ready_len) {
+        struct ready_item it = r->ready[r->ready_pos++];
+        struct handler_entry *e = find_entry(r, it.fd);
+        unsigned events;
+
+        if (e == NULL || e->gen != it.gen)
+            continue; /* removed or replaced since it was queued */
+        e->queued = false;
+        events = e->missed;
+        if (!e->armed || (events & takes(e)) == 0)
+            continue; /* taken through the handle set meanwhile */
+        e->missed = 0;
+        e->armed = false;
+        fill_fd_event(ev, it.fd, events, e);
         return true;
     }
     return false;
@@ -676,7 +799,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
         uint64_t until;
         int ms;
 
-        if (take_timer(r, now, ev) || take_pending(r, ev)) {
+        if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
             cr_mutex_unlock(&r->lock);
             return 1;
         }

@@ -31,8 +31,13 @@
 #define CR_EV_HUP   0x04u
 #define CR_EV_ERR   0x08u
 
-/* Registration flags. */
+/* Registration flags. CR_HS_EDGE: reported when it becomes ready (each new
+ * arrival, each freeing of send space), not while it stays ready, with HUP
+ * as soon as the peer has shut its side down (it may have come with the
+ * data); only where cr_handle_set_has_edge() says so (epoll), -EINVAL
+ * elsewhere. */
 #define CR_HS_ONESHOT 0x01u
+#define CR_HS_EDGE    0x02u
 
 struct cr_handle_set;
 
@@ -85,6 +90,9 @@ CR_MUST_CHECK int cr_handle_set_remove(struct cr_handle_set *hs, int fd);
  */
 CR_MUST_CHECK int cr_handle_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
                                      int timeout_ms);
+
+/* Whether the backend takes CR_HS_EDGE. Thread-safe. */
+bool cr_handle_set_has_edge(const struct cr_handle_set *hs);
 
 /* Makes a current or the next cr_handle_set_wait() return early. Thread-safe. */
 void cr_handle_set_wake(struct cr_handle_set *hs);

@@ -39,6 +39,11 @@ struct cr_reactor_config {
 /* Registration flag: deactivate the handle when an event is taken, until
  * cr_reactor_reactivate() (the Leader/Followers protocol). */
 #define CR_REACTOR_ONESHOT 0x01u
+/* With CR_REACTOR_ONESHOT: the same, but where the handle set is edge-
+ * triggered (epoll) re-arming costs no system call. The handler then re-arms
+ * only once the fd would block for what it waits for (read to EAGAIN or a
+ * short read, written to EAGAIN), or says it may not (cr_reactor_rearm). */
+#define CR_REACTOR_EDGE 0x02u
 
 /* cr_reactor_handle_events() mode: dispatch exactly one event. */
 #define CR_REACTOR_ONE 0x01u
@@ -80,6 +85,12 @@ CR_MUST_CHECK int cr_reactor_add(struct cr_reactor *r, int fd, unsigned interest
 /* Changes the interest of a registered fd and (re)activates it. -ENOENT if
  * fd is not registered. Thread-safe. */
 CR_MUST_CHECK int cr_reactor_modify(struct cr_reactor *r, int fd, unsigned interest);
+
+/* cr_reactor_modify; maybe_ready: the handler stopped before the fd would
+ * block (CR_REACTOR_EDGE), so it is dispatched again without a new edge.
+ * -ENOMEM if the ready list cannot grow. Thread-safe. */
+CR_MUST_CHECK int cr_reactor_rearm(struct cr_reactor *r, int fd, unsigned interest,
+                                   bool maybe_ready);
 
 /* Unregisters fd; an event of it already taken by cr_reactor_next() is still
  * dispatched, none later. -ENOENT if fd is not registered (a double remove).

@@ -854,6 +854,43 @@ START_TEST(unknown_interest_or_flag_bits_return_einval)
 }
 END_TEST
 
+/* Edge triggering where the backend has it (epoll): one report per arrival,
+ * none while the data just stays; elsewhere the flag is refused. */
+START_TEST(edge_registration_reports_each_arrival_once)
+{
+    struct cr_handle_set *hs = open_set(_i);
+    struct cr_handle_event ev;
+    int p[2];
+
+    make_pipe(p);
+    if (!cr_handle_set_has_edge(hs)) {
+        ck_assert_str_ne(backend_name(_i), "epoll");
+        ck_assert_int_eq(cr_handle_set_add(hs, p[0], CR_EV_READ, CR_HS_EDGE, 1), -EINVAL);
+        ck_assert_int_eq(cr_handle_set_add(hs, p[0], CR_EV_READ, 0, 1), 0);
+        ck_assert_int_eq(cr_handle_set_modify(hs, p[0], CR_EV_READ, CR_HS_EDGE, 1), -EINVAL);
+    } else {
+        ck_assert_int_eq(cr_handle_set_add(hs, p[0], CR_EV_READ, CR_HS_EDGE, 1), 0);
+        assert_nothing_ready(hs, 0);
+        put_byte(p[1]);
+        ev = wait_one(hs);
+        ck_assert_int_eq(ev.fd, p[0]);
+        ck_assert(ev.events & CR_EV_READ);
+        assert_nothing_ready(hs, 50); /* still readable: no new edge */
+        put_byte(p[1]);
+        ev = wait_one(hs);
+        ck_assert(ev.events & CR_EV_READ);
+        close(p[1]);
+        p[1] = -1;
+        ev = wait_one(hs); /* the writer's close is an arrival too */
+        ck_assert(ev.events & CR_EV_HUP);
+    }
+    cr_handle_set_close(hs);
+    close(p[0]);
+    if (p[1] >= 0)
+        close(p[1]);
+}
+END_TEST
+
 START_TEST(fd_at_or_above_fd_setsize_refused_by_select_only)
 {
     struct cr_handle_set *hs;
@@ -1055,6 +1092,7 @@ Suite *handle_set_suite(void)
     tcase_add_loop_test(tc, remove_twice_returns_enoent, 0, n);
     tcase_add_loop_test(tc, unknown_interest_or_flag_bits_return_einval, 0, n);
     tcase_add_loop_test(tc, fd_at_or_above_fd_setsize_refused_by_select_only, 0, n);
+    tcase_add_loop_test(tc, edge_registration_reports_each_arrival_once, 0, n);
     tcase_add_loop_test(tc, many_handles_report_exactly_the_ready_ones, 0, n);
     tcase_add_loop_test(tc, small_max_is_honoured_and_later_waits_reach_the_rest, 0, n);
     suite_add_tcase(s, tc);

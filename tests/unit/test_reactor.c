@@ -103,6 +103,93 @@ START_TEST(oneshot_handle_is_dispatched_once_until_reactivated)
 }
 END_TEST
 
+/*
+ * CR_REACTOR_EDGE: one-shot as above, with what the handle set reports while
+ * the handle is disarmed kept for its re-arm; a handler that leaves data
+ * unread says so (maybe_ready) or is not called again until more comes.
+ * Without edge triggering (poll, select) it is plain one-shot.
+ */
+START_TEST(edge_oneshot_keeps_what_comes_while_disarmed)
+{
+    struct cr_reactor *r = open_reactor(_i);
+    struct counter c = {0};
+    bool edge = strcmp(cr_reactor_backend(r), "epoll") == 0;
+    int p[2];
+
+    make_pipe(p);
+    ck_assert_int_eq(cr_reactor_add(r, p[0], CR_EV_READ, CR_REACTOR_EDGE, count_handler, &c),
+                     -EINVAL); /* edge is a kind of one-shot */
+    ck_assert_int_eq(cr_reactor_add(r, p[0], CR_EV_READ, CR_REACTOR_ONESHOT | CR_REACTOR_EDGE,
+                                    count_handler, &c),
+                     0);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1);
+    ck_assert_int_eq(c.calls, 1);
+    /* Disarmed by the dispatch: a new arrival now is kept, not lost. */
+    ck_assert_int_eq(write(p[1], "y", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 30, 0), 0);
+    ck_assert_int_eq(cr_reactor_reactivate(r, p[0]), 0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1);
+    ck_assert_int_eq(c.calls, 2);
+    ck_assert(c.events & CR_EV_READ);
+    /* Nothing read, nothing new: no edge, so only maybe_ready brings it
+     * back (level-triggered backends bring it back regardless). */
+    ck_assert_int_eq(cr_reactor_rearm(r, p[0], CR_EV_READ, false), 0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 30, 0), edge ? 0 : 1);
+    ck_assert_int_eq(cr_reactor_rearm(r, p[0], CR_EV_READ, true), 0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1);
+    ck_assert_int_eq(c.calls, edge ? 3 : 4);
+    /* Queued for dispatch, then removed: never dispatched. */
+    ck_assert_int_eq(cr_reactor_rearm(r, p[0], CR_EV_READ, true), 0);
+    ck_assert_int_eq(cr_reactor_remove(r, p[0]), 0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 30, 0), 0);
+    ck_assert_int_eq(c.calls, edge ? 3 : 4);
+    /* Deactivated: what comes waits for the reactivation. */
+    ck_assert_int_eq(cr_reactor_add(r, p[0], CR_EV_READ, CR_REACTOR_ONESHOT | CR_REACTOR_EDGE,
+                                    count_handler, &c),
+                     0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1); /* the unread bytes */
+    ck_assert_int_eq(cr_reactor_deactivate(r, p[0]), 0);
+    close(p[1]);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 30, 0), 0);
+    ck_assert_int_eq(cr_reactor_reactivate(r, p[0]), 0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1);
+    ck_assert(c.events & (CR_EV_HUP | CR_EV_READ));
+    cr_reactor_destroy(r);
+    close(p[0]);
+}
+END_TEST
+
+/* An edge handle re-armed for WRITE after a send would block gets the
+ * edge of the space freed while it was busy. */
+START_TEST(edge_write_interest_gets_space_freed_while_busy)
+{
+    struct cr_reactor *r = open_reactor(_i);
+    struct counter c = {0};
+    char buf[4096];
+    int p[2];
+
+    memset(buf, 'z', sizeof(buf));
+    make_pipe(p);
+    ck_assert_int_eq(cr_reactor_add(r, p[1], CR_EV_WRITE, CR_REACTOR_ONESHOT | CR_REACTOR_EDGE,
+                                    count_handler, &c),
+                     0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1); /* writable at once */
+    while (write(p[1], buf, sizeof(buf)) > 0)
+        ; /* until it would block */
+    /* Space frees while the handle is still disarmed. */
+    while (read(p[0], buf, sizeof(buf)) > 0)
+        ;
+    ck_assert_int_eq(cr_reactor_rearm(r, p[1], CR_EV_WRITE, false), 0);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, 0), 1);
+    ck_assert_int_eq(c.calls, 2);
+    ck_assert(c.events & CR_EV_WRITE);
+    ck_assert_int_eq(cr_reactor_remove(r, p[1]), 0);
+    cr_reactor_destroy(r);
+    close_pipe(p);
+}
+END_TEST
+
 START_TEST(deactivated_handle_is_not_dispatched_until_reactivated)
 {
     struct cr_reactor *r = open_reactor(_i);
@@ -659,6 +746,8 @@ Suite *reactor_suite(void)
     tcase_add_loop_test(tc, dispatches_readable_handle_to_its_handler, 0, n);
     tcase_add_loop_test(tc, oneshot_handle_is_dispatched_once_until_reactivated, 0, n);
     tcase_add_loop_test(tc, deactivated_handle_is_not_dispatched_until_reactivated, 0, n);
+    tcase_add_loop_test(tc, edge_oneshot_keeps_what_comes_while_disarmed, 0, n);
+    tcase_add_loop_test(tc, edge_write_interest_gets_space_freed_while_busy, 0, n);
     tcase_add_loop_test(tc, modify_switches_interest_to_write, 0, n);
     tcase_add_loop_test(tc, one_event_mode_dispatches_one_and_keeps_the_batch, 0, n);
     tcase_add_loop_test(tc, removed_handle_in_kept_batch_is_not_dispatched, 0, n);
