@@ -348,6 +348,15 @@ static void stop_and_join(struct cr_lf_pool *p)
         ck_assert_int_eq(w[i].role, CR_ROLE_STOPPED);
 }
 
+/* Frees a stopped test: pool, channels, reactor, context. */
+static void destroy_all(struct ctx *x, struct cr_reactor *r)
+{
+    cr_lf_pool_destroy(x->p);
+    close_chans(x);
+    cr_reactor_destroy(r);
+    free(x);
+}
+
 static void check_clean(struct ctx *x)
 {
     ck_assert_int_eq(load_int(&x->overlaps), 0);
@@ -385,10 +394,7 @@ static void handle_every_byte_once(const char *order, unsigned delay_us)
         census(x->p, &c);
         ck_assert_uint_eq(c.events, BYTES);
     }
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 
 START_TEST(every_byte_is_handled_once_and_no_handle_by_two_threads)
@@ -426,10 +432,7 @@ static void run_blocking_handlers_together(const char *order, unsigned delay_us)
     ck_assert_uint_ge(c.promotions, 1);
     stop_and_join(x->p);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 
 START_TEST(blocking_handlers_do_not_stop_the_others)
@@ -470,10 +473,7 @@ static uint64_t promotions_for_quick_events(const char *order, unsigned delay_us
     ck_assert_uint_eq(cs.events, EVENTS);
     stop_and_join(x->p);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
     return cs.promotions;
 }
 
@@ -578,10 +578,7 @@ START_TEST(stats_show_one_leader_per_reactor_while_running_and_stopped_after)
     stop_and_join(x->p);
     ck_assert_int_eq(load_int(&x->hooks_stopped), THREADS);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -653,10 +650,7 @@ START_TEST(followers_are_promoted_in_the_configured_order)
     }
     stop_and_join(x->p);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -697,10 +691,7 @@ static void take_over_from_a_blocked_handler(const char *order, unsigned delay_u
     }
     stop_and_join(x->p);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 START_TEST(parked_follower_takes_over_while_a_handler_blocks)
 {
@@ -876,10 +867,7 @@ START_TEST(waiting_handlers_keep_serving_so_the_pool_never_deadlocks)
     /* 4 requests all waiting at once on 2 threads: nested waits. */
     run_requests(x, r, 2, 4, 3, order_at(_i));
     ck_assert_int_ge(load_int(&x->max_inside), 4);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -891,10 +879,7 @@ START_TEST(notify_reaches_a_waiter_in_every_role_under_load)
     /* Many rounds: waiters are notified as leaders, followers and while
      * processing, and (lock-free) leave slots behind on the idle stack. */
     run_requests(x, r, 4, 6, 60, order_at(_i));
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -1039,10 +1024,7 @@ START_TEST(notified_waiter_leaves_its_role_properly)
     ck_assert(wait_roles(x->p, 1, 1, 6 + blocked));
     stop_and_join(x->p);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -1092,10 +1074,7 @@ START_TEST(join_lends_the_calling_thread_until_timeout_or_stop)
     ck_assert_int_eq(cr_lf_pool_join_all(x->p), 0);
     ck_assert_int_eq(cr_lf_pool_join(x->p, -1), 0); /* stopped: at once */
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -1124,10 +1103,7 @@ START_TEST(stop_ends_leader_followers_and_processing_threads)
     ck_assert_uint_eq(c.events, 1);
     ck_assert_uint_eq(load_u64(&gate->handled), 1);
     check_clean(x);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -1185,10 +1161,7 @@ START_TEST(lockfree_stack_survives_rapid_handoffs)
     stop_and_join(x->p);
     check_clean(x);
     ck_assert_uint_eq(load_u64(&x->total), BYTES + THREADS);
-    cr_lf_pool_destroy(x->p);
-    close_chans(x);
-    cr_reactor_destroy(r);
-    free(x);
+    destroy_all(x, r);
 }
 END_TEST
 
