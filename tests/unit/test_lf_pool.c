@@ -477,6 +477,42 @@ static uint64_t promotions_for_quick_events(const char *order, unsigned delay_us
     return cs.promotions;
 }
 
+/*
+ * More work than one thread keeps up with: no handler runs a delay (each
+ * sleeps a quarter of one), but the fetched events wait longer than a delay
+ * for the one thread, so the watchdog brings the follower in.
+ */
+START_TEST(deferred_promotion_adds_a_thread_when_fetched_events_wait)
+{
+    enum { NCHANS = 20 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *warm;
+
+    x->slow_us = DELAY_US / 4;
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, MODE_SLOW);
+    warm = add_chan(x, r, MODE_COUNT);
+    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY_US);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, 1, -1));
+    /* The first turn is offered at once (the watchdog sleeps) and wakes the
+     * watchdog; what follows is deferred. */
+    poke(warm);
+    ck_assert(wait_count(&warm->handled, 1));
+    ck_assert(wait_roles(x->p, 1, 1, -1));
+    __atomic_store_n(&x->max_inside, 0, __ATOMIC_RELEASE);
+    for (int i = 0; i < NCHANS; i++)
+        poke(&x->chans[i]);
+    ck_assert(wait_count(&x->total, NCHANS + 1));
+    ck_assert_msg(load_int(&x->max_inside) == 2, "%s: at most %d inside", deferring[_i],
+                  load_int(&x->max_inside));
+    stop_and_join(x->p);
+    check_clean(x);
+    destroy_all(x, r);
+}
+END_TEST
+
 START_TEST(deferred_promotion_wakes_nobody_for_quick_handlers)
 {
     uint64_t eager = promotions_for_quick_events(deferring[_i], 0);
@@ -1331,6 +1367,8 @@ Suite *lf_pool_suite(void)
     tcase_add_loop_test(tc, deferred_promotion_still_runs_blocking_handlers_together, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     tcase_add_loop_test(tc, deferred_promotion_wakes_nobody_for_quick_handlers, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_promotion_adds_a_thread_when_fetched_events_wait, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     tcase_add_loop_test(tc, deferred_promotion_takes_over_from_a_blocked_handler, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
