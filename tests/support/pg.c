@@ -210,18 +210,10 @@ static bool is_ready(const struct cr_test_pg *pg)
     char path[300];
     char buf[1024];
     const char *line = buf;
-    int fd;
-    ssize_t n;
 
     snprintf(path, sizeof(path), "%s/data/postmaster.pid", pg->dir);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (!cr_test_read_small(path, buf, sizeof(buf)))
         return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     if (atoi(buf) != pg->pid)
         return false;
     for (int i = 1; i < 8 && line != NULL; i++) {

@@ -19,24 +19,31 @@
 #include <time.h>
 #include <unistd.h>
 
+bool cr_test_read_small(const char *path, char *buf, size_t cap)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return false;
+    n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    return true;
+}
+
 bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid)
 {
     char path[64];
     char buf[512];
     const char *p;
-    int fd;
-    ssize_t n;
     int pp;
 
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (!cr_test_read_small(path, buf, sizeof(buf)))
         return false;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return false;
-    buf[n] = '\0';
     /* The command name in parentheses may hold anything, ")" too. */
     p = strrchr(buf, ')');
     if (p == NULL || sscanf(p + 1, " %c %d", state, &pp) != 2)

@@ -47,6 +47,10 @@ int cr_test_wait_exit(pid_t pid, int timeout_ms, int *status);
  * false when there is no such process. */
 bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid);
 
+/* Reads a file of under cap bytes (from its start, one read) into buf as a
+ * string. False if it cannot be opened or is empty. */
+bool cr_test_read_small(const char *path, char *buf, size_t cap);
+
 /* Whether pid has ended: gone, or a zombie (which holds no socket, lock or
  * file any more). */
 bool cr_test_proc_is_gone(pid_t pid);
