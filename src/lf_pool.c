@@ -987,6 +987,12 @@ static void kick_lockfree(struct lf_slot *s)
 
 /* ------------------------------------------------------------------ deferred promotion */
 
+/* The group that leads reactor r: the one group, or r's own (see init_group). */
+static struct lf_group *group_of(struct cr_lf_pool *p, unsigned r)
+{
+    return &p->groups[p->ngroups == 1 ? 0 : r];
+}
+
 /*
  * Offers deferred reactors whose handler has run a delay or more, or whose
  * fetched batch has waited as long, to a follower. Returns whether any
@@ -999,7 +1005,7 @@ static bool watch(struct cr_lf_pool *p)
 
     for (unsigned r = 0; r < p->nreactors; r++) {
         struct lf_lead *l = &p->lead[r];
-        struct lf_group *g = &p->groups[p->ngroups == 1 ? 0 : r];
+        struct lf_group *g = group_of(p, r);
         struct lf_slot *f = NULL;
 
         cr_mutex_lock(&g->lock);
@@ -1029,7 +1035,7 @@ static bool cool_down(struct cr_lf_pool *p)
 
     __atomic_store_n(&p->wd_awake, 0, __ATOMIC_SEQ_CST);
     for (unsigned r = 0; r < p->nreactors && !deferred; r++) {
-        struct lf_group *g = &p->groups[p->ngroups == 1 ? 0 : r];
+        struct lf_group *g = group_of(p, r);
 
         cr_mutex_lock(&g->lock);
         deferred = p->lead[r].deferred;
