@@ -730,19 +730,20 @@ static enum cr__conn_next drive(struct cr_conn *c)
     }
 }
 
+/* now, not the event time: the service may have blocked since (a deadline
+ * the service sets itself is its own choice). Read only when a deadline
+ * moves: a service that sets its input timeouts costs none. */
 static void update_deadlines(struct cr_conn *c, enum cr__conn_next next, uint64_t in0,
                              uint64_t out0)
 {
-    uint64_t now = cr_clock_now_ns();
-
     if (next == CR__CONN_WRITE) {
         /* No progress for the send timeout: a new wait, or bytes went out. */
         if (c->waiting != CR__CONN_WRITE || c->bytes_out != out0 || c->send_timeout_changed)
-            c->send_deadline = c->send_timeout_ns != 0 ? now + c->send_timeout_ns : 0;
+            c->send_deadline = c->send_timeout_ns != 0 ? cr_clock_now_ns() + c->send_timeout_ns : 0;
         c->send_timeout_changed = false;
     } else if (!c->svc_input_deadline && (c->waiting != CR__CONN_READ || c->bytes_in != in0)) {
         /* The idle timeout counts from the last input or the end of output. */
-        c->input_deadline = c->idle_timeout_ns != 0 ? now + c->idle_timeout_ns : 0;
+        c->input_deadline = c->idle_timeout_ns != 0 ? cr_clock_now_ns() + c->idle_timeout_ns : 0;
     }
     c->waiting = next;
 }
@@ -904,7 +905,7 @@ int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *
     c->on_request_arg = cfg->on_request_arg;
     c->segs = c->inline_segs;
     c->seg_cap = INLINE_SEGS;
-    now = cr_clock_now_ns();
+    now = cr_clock_event_ns();
     c->waiting = CR__CONN_READ;
     c->input_deadline = c->idle_timeout_ns != 0 ? now + c->idle_timeout_ns : 0;
     if (c->svc->open != NULL) {
@@ -1125,9 +1126,14 @@ void cr_conn_close_after_flush(struct cr_conn *c)
 
 void cr_conn_set_input_timeout(struct cr_conn *c, uint64_t ms)
 {
+    cr_conn_set_input_timeout_since(c, ms, cr_clock_now_ns());
+}
+
+void cr_conn_set_input_timeout_since(struct cr_conn *c, uint64_t ms, uint64_t since)
+{
     uint64_t ns = ms != 0 ? ms * CR_NSEC_PER_MSEC : c->idle_timeout_ns;
 
-    c->input_deadline = ns != 0 ? cr_clock_now_ns() + ns : 0;
+    c->input_deadline = ns != 0 ? since + ns : 0;
     c->svc_input_deadline = true;
 }
 

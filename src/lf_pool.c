@@ -212,6 +212,7 @@
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
+#include "os/clock_internal.h"
 #include "os/sync_internal.h"
 #include "reactor_internal.h"
 
@@ -438,25 +439,31 @@ static int leave_reason(const struct cr_lf_pool *p, const struct frame *f)
     return STAY;
 }
 
-/* Accounts the time spent in the current role and enters role. Slot's thread
- * only. */
-static void set_role(struct lf_slot *s, enum cr_role role)
+/* Accounts the time spent in the current role up to now (a cr_clock_now_ns()
+ * reading) and enters role. Slot's thread only. */
+static void set_role_at(struct lf_slot *s, enum cr_role role, uint64_t now)
 {
     /* Relaxed: our own values (only this thread writes them). */
     int old = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
-    uint64_t now;
     uint64_t since;
     uint64_t acc;
 
     if (old == (int)role)
         return;
-    now = cr_clock_now_ns();
     since = __atomic_load_n(&s->since, __ATOMIC_RELAXED);
     acc = __atomic_load_n(&s->role_ns[old], __ATOMIC_RELAXED);
     /* Relaxed stores: statistics read by cr_lf_pool_stats, ordering nothing. */
     __atomic_store_n(&s->role_ns[old], acc + (now - since), __ATOMIC_RELAXED);
     __atomic_store_n(&s->since, now, __ATOMIC_RELAXED);
     __atomic_store_n(&s->role, (int)role, __ATOMIC_RELAXED);
+}
+
+/* As set_role_at, now. */
+static void set_role(struct lf_slot *s, enum cr_role role)
+{
+    /* Relaxed: our own value. A loop that stays put reads no clock. */
+    if (__atomic_load_n(&s->role, __ATOMIC_RELAXED) != (int)role)
+        set_role_at(s, role, cr_clock_now_ns());
 }
 
 /* Moves the leadership of reactor r from slot `from` to slot `to` (NO_SLOT:
@@ -1087,10 +1094,12 @@ static int follow(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f
     return follow_locked(p, s, f, r);
 }
 
-static void unlead(struct cr_lf_pool *p, struct lf_slot *s, unsigned r, bool dispatching)
+/* now: a cr_clock_now_ns() reading, for the role clock. */
+static void unlead(struct cr_lf_pool *p, struct lf_slot *s, unsigned r, bool dispatching,
+                   uint64_t now)
 {
     /* Stop being LEADER in the stats before anyone else can start. */
-    set_role(s, CR_ROLE_PROCESSING);
+    set_role_at(s, CR_ROLE_PROCESSING, now);
     if (p->order == ORDER_LOCKFREE)
         unlead_lockfree(p, s, r);
     else
@@ -1112,7 +1121,7 @@ static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, 
     for (;;) {
         reason = leave_reason(p, f);
         if (reason != STAY) {
-            unlead(p, s, r, false);
+            unlead(p, s, r, false, cr_clock_now_ns());
             return reason;
         }
         n = cr_reactor_next(re, next_timeout_ms(f), &ev);
@@ -1125,7 +1134,7 @@ static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, 
     }
     /* Promote before dispatching (activity 5); the event is ours, and it is
      * dispatched even if the pool stops meanwhile. */
-    unlead(p, s, r, true);
+    unlead(p, s, r, true, ev.taken_ns); /* processing since the event was taken */
     cr_reactor_dispatch(re, &ev);
     __atomic_fetch_add(&s->events, 1, __ATOMIC_RELAXED); /* a statistic */
     return STAY;
@@ -1495,6 +1504,7 @@ int cr_lf_pool_wait(struct cr_lf_pool *p, struct cr_lf_waiter *w, int timeout_ms
 {
     struct frame f = {.w = w, .deadline = deadline_of(timeout_ms)};
     struct lf_slot *s = tls_slot;
+    uint64_t now;
     int reason;
 
     if (s == NULL || s->pool != p)
@@ -1504,7 +1514,9 @@ int cr_lf_pool_wait(struct cr_lf_pool *p, struct cr_lf_waiter *w, int timeout_ms
     if (__atomic_load_n(&w->thread, __ATOMIC_RELAXED) != (int)s->idx)
         __atomic_store_n(&w->thread, (int)s->idx, __ATOMIC_RELAXED);
     reason = serve(p, s, &f);
-    set_role(s, CR_ROLE_PROCESSING); /* back in the handler */
+    now = cr_clock_now_ns();
+    set_role_at(s, CR_ROLE_PROCESSING, now); /* back in the handler */
+    cr__clock_event_resume(now);             /* whose timeouts count from here */
     if (reason == LEAVE_DONE)
         return 0;
     return reason == LEAVE_STOP ? -ECANCELED : -ETIMEDOUT;

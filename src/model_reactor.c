@@ -51,7 +51,7 @@ static void *loop(void *arg)
         }
         if (n == 0)
             continue;
-        cr__role_set(&m->clock, CR_ROLE_PROCESSING);
+        cr__role_set_at(&m->clock, CR_ROLE_PROCESSING, ev.taken_ns);
         cr__role_event(&m->clock);
         cr_reactor_dispatch(m->r, &ev);
     }

@@ -16,6 +16,7 @@
 #include "proc_internal.h"
 
 #include "conn_internal.h"
+#include "os/clock_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -130,7 +131,12 @@ int cr__proc_spawn(cr__proc_main_fn *fn, void *arg, pid_t *pid, int *pidfd)
     pthread_mutex_lock(&fork_lock);
     child = fork();
     if (child == 0) {
-        int status = child_setup(parent);
+        int status;
+
+        /* A fork from inside a handler (forking's accept) must not leave
+         * the child timing its work from the parent's event. */
+        (void)cr__clock_event_enter(0);
+        status = child_setup(parent);
 
         if (status == 0 && getppid() == parent)
             status = fn(arg);

@@ -39,6 +39,7 @@
 #include <cabrank/reactor.h>
 
 #include "handle_set_internal.h"
+#include "os/clock_internal.h"
 #include "os/sync_internal.h"
 #include "reactor_internal.h"
 
@@ -795,12 +796,13 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
     int n;
 
     cr_mutex_lock(&r->lock);
-    for (;; now = cr_clock_now_ns()) {
+    for (;;) {
         uint64_t until;
         int ms;
 
         if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
             cr_mutex_unlock(&r->lock);
+            ev->taken_ns = now; /* the handler's event time */
             return 1;
         }
         if (!may_wait || cr_reactor_is_stopped(r) || now >= deadline) {
@@ -825,7 +827,8 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
         }
         r->pending_len = n;
         r->pending_pos = 0;
-        r->pending_at = cr_clock_now_ns();
+        now = cr_clock_now_ns();
+        r->pending_at = now;
     }
 }
 
@@ -846,10 +849,13 @@ int cr_reactor_next(struct cr_reactor *r, int timeout_ms, struct cr_reactor_even
 
 void cr_reactor_dispatch(struct cr_reactor *r, const struct cr_reactor_event *ev)
 {
+    uint64_t outer = cr__clock_event_enter(ev->taken_ns);
+
     if (ev->kind == KIND_FD)
         ev->handler(r, ev->fd, ev->events, ev->arg);
     else if (ev->kind == KIND_TIMER)
         ev->timer(r, ev->timer_id, ev->arg);
+    cr__clock_event_leave(outer);
 }
 
 int cr_reactor_handle_events(struct cr_reactor *r, int timeout_ms, unsigned mode)

@@ -10,16 +10,14 @@
 
 #include <string.h>
 
-void cr__role_set(struct cr__role_clock *c, enum cr_role role)
+void cr__role_set_at(struct cr__role_clock *c, enum cr_role role, uint64_t now)
 {
     /* Relaxed loads of our own fields: only this thread writes them. */
     int old = __atomic_load_n(&c->role, __ATOMIC_RELAXED);
     uint64_t since = __atomic_load_n(&c->since, __ATOMIC_RELAXED);
-    uint64_t now;
 
     if (old == (int)role && since != 0)
-        return; /* spares the clock read in a loop that stays put */
-    now = cr_clock_now_ns();
+        return;
     /* Relaxed stores: statistics read by cr__role_read, ordering nothing.
      * since == 0: never entered a role, so no time to charge. */
     if (since != 0)
@@ -28,6 +26,15 @@ void cr__role_set(struct cr__role_clock *c, enum cr_role role)
                          __ATOMIC_RELAXED);
     __atomic_store_n(&c->since, now, __ATOMIC_RELAXED);
     __atomic_store_n(&c->role, (int)role, __ATOMIC_RELAXED);
+}
+
+void cr__role_set(struct cr__role_clock *c, enum cr_role role)
+{
+    /* Relaxed: our own fields. A loop that stays put reads no clock. */
+    if (__atomic_load_n(&c->role, __ATOMIC_RELAXED) == (int)role &&
+        __atomic_load_n(&c->since, __ATOMIC_RELAXED) != 0)
+        return;
+    cr__role_set_at(c, role, cr_clock_now_ns());
 }
 
 void cr__role_read(const struct cr__role_clock *c, uint64_t now, struct cr_worker_stats *out)

@@ -32,6 +32,11 @@ struct cr__role_clock {
  * only. */
 void cr__role_set(struct cr__role_clock *c, enum cr_role role);
 
+/* As cr__role_set, with the change at now: a cr_clock_now_ns() reading the
+ * owner took since its last change, such as the time its event was taken.
+ * Owner thread only. */
+void cr__role_set_at(struct cr__role_clock *c, enum cr_role role, uint64_t now);
+
 /* Counts one event (or job, or connection) handled. Owner thread only. */
 static inline void cr__role_event(struct cr__role_clock *c)
 {

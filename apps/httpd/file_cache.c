@@ -338,7 +338,7 @@ static int open_entry(struct http_file_cache *fc, struct fc_shard *sh, const cha
     e->nfds = gfd >= 0 ? 2 : 1;
     e->charged = isize + gsize;
     e->refs = 1;
-    e->check_after_ns = cr_clock_now_ns() + fc->revalidate_ns;
+    e->check_after_ns = cr_clock_event_ns() + fc->revalidate_ns;
     e->referenced = 0;
     e->hnext = NULL;
     e->slot = 0;
@@ -543,7 +543,7 @@ int http_file_cache_get(struct http_file_cache *fc, const char *path, size_t len
         return 0;
     }
 
-    now = cr_clock_now_ns();
+    now = cr_clock_event_ns(); /* a revalidation period is seconds, or 0 */
     due = __atomic_load_n(&e->check_after_ns, __ATOMIC_RELAXED);
     if (now < due ||
         !__atomic_compare_exchange_n(&e->check_after_ns, &due, now + fc->revalidate_ns, false,

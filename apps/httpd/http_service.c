@@ -782,20 +782,24 @@ static int serve(struct http_service *h, struct http_conn *hc, struct cr_conn *c
     return 0;
 }
 
-/* Sets the input timeout for what the connection waits for now. */
+/* Sets the input timeout for what the connection waits for now, counted
+ * from now (cr_clock_event_ns(): no handler here blocks for long enough to
+ * matter against timeouts of seconds). */
 static void arm_timeout(const struct http_service *h, const struct http_conn *hc, struct cr_conn *c,
                         uint64_t now)
 {
     if (hc->phase != PHASE_HEAD) {
-        cr_conn_set_input_timeout(c, h->body_timeout_ms);
+        cr_conn_set_input_timeout_since(c, h->body_timeout_ms, now);
     } else if (hc->head_start_ns != 0) {
         uint64_t spent = now - hc->head_start_ns;
         uint64_t left = spent < h->header_timeout_ns ? h->header_timeout_ns - spent : 0;
 
-        cr_conn_set_input_timeout(c, left / CR_NSEC_PER_MSEC + 1);
+        cr_conn_set_input_timeout_since(c, left / CR_NSEC_PER_MSEC + 1, now);
     } else {
-        cr_conn_set_input_timeout(c, hc->requests == 0 ? h->header_timeout_ns / CR_NSEC_PER_MSEC
-                                                       : h->keepalive_timeout_ms);
+        cr_conn_set_input_timeout_since(c,
+                                        hc->requests == 0 ? h->header_timeout_ns / CR_NSEC_PER_MSEC
+                                                          : h->keepalive_timeout_ms,
+                                        now);
     }
 }
 
@@ -839,7 +843,7 @@ static int http_open(void *ctx, struct cr_conn *c, void **state)
     if (hc == NULL)
         return -ENOMEM;
     cr_conn_set_send_timeout(c, h->send_timeout_ms);
-    arm_timeout(h, hc, c, cr_clock_now_ns());
+    arm_timeout(h, hc, c, cr_clock_event_ns());
     *state = hc;
     return 0;
 }
@@ -850,7 +854,7 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
     struct http_conn *hc = state;
     struct http_header headers[HEADERS_CAP];
     struct http_request req = {.headers = headers, .headers_cap = HEADERS_CAP};
-    uint64_t now = cr_clock_now_ns();
+    uint64_t now = cr_clock_event_ns(); /* the head's start and the timeouts */
     uint64_t start;
     int status = 0;
     ssize_t n;
@@ -894,7 +898,7 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
 static void http_drained(void *ctx, void *state, struct cr_conn *c)
 {
     /* The answer is out: the keep-alive (or body, or head) wait starts now. */
-    arm_timeout(ctx, state, c, cr_clock_now_ns());
+    arm_timeout(ctx, state, c, cr_clock_event_ns());
 }
 
 static void http_close(void *ctx, void *state)

@@ -58,6 +58,7 @@ struct cr_reactor_event {
     cr_reactor_handler_fn *handler;
     cr_reactor_timer_fn *timer;
     void *arg;
+    uint64_t taken_ns; /* cr_clock_now_ns() when taken: the handler's event time */
 };
 
 /*

@@ -121,6 +121,13 @@ void cr_conn_close_after_flush(struct cr_conn *c);
  */
 void cr_conn_set_input_timeout(struct cr_conn *c, uint64_t ms);
 
+/*
+ * As cr_conn_set_input_timeout, counting from since (a cr_clock_now_ns() or
+ * cr_clock_event_ns() reading) instead of from now: a service that has the
+ * time already spares a clock read. Thread: the serving thread.
+ */
+void cr_conn_set_input_timeout_since(struct cr_conn *c, uint64_t ms, uint64_t since);
+
 /* Close if sending makes no progress for ms (0: the model's default).
  * Thread: the serving thread. */
 void cr_conn_set_send_timeout(struct cr_conn *c, uint64_t ms);
