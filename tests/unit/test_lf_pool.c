@@ -69,8 +69,9 @@ struct ctx {
     int nchans;
     /* Atomics written by handlers. */
     uint64_t total;
-    int overlaps; /* a handle entered by two threads at once */
-    int empty;    /* dispatched with nothing to read */
+    int overlaps;           /* a handle entered by two threads at once */
+    int empty;              /* dispatched with nothing to read */
+    uint64_t resumed_after; /* the handler's event time across a wait, ns */
     int errors;
     int inside;
     int max_inside;
@@ -931,6 +932,7 @@ static void on_wait_twice(struct cr_reactor *r, int fd, unsigned events, void *a
 {
     struct ctx *x = arg;
     struct cr_lf_waiter w;
+    uint64_t taken;
     char b;
 
     (void)r;
@@ -938,7 +940,10 @@ static void on_wait_twice(struct cr_reactor *r, int fd, unsigned events, void *a
     if (read(fd, &b, 1) != 1)
         __atomic_fetch_add(&x->empty, 1, __ATOMIC_RELAXED);
     cr_lf_waiter_init(&w);
+    taken = cr_clock_event_ns();
     __atomic_store_n(&x->wait_rc[0], cr_lf_pool_wait(x->p, &w, 50), __ATOMIC_RELEASE);
+    /* Timeouts set after a wait count from its end, not from the event. */
+    __atomic_store_n(&x->resumed_after, cr_clock_event_ns() - taken, __ATOMIC_RELAXED);
     cr_lf_waiter_init(&w);
     __atomic_store_n(&x->requests_in, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&x->wait_rc[1], cr_lf_pool_wait(x->p, &w, -1), __ATOMIC_RELEASE);
@@ -958,6 +963,7 @@ START_TEST(wait_times_out_and_is_cancelled_by_stop)
     ck_assert_int_eq(write(p[1], "x", 1), 1);
     ck_assert(wait_int(&x->requests_in, 1));
     ck_assert_int_eq(load_int(&x->wait_rc[0]), -ETIMEDOUT);
+    ck_assert_uint_ge(__atomic_load_n(&x->resumed_after, __ATOMIC_RELAXED), 50 * CR_NSEC_PER_MSEC);
     /* The waiting thread serves as leader or follower meanwhile: both
      * threads are leader or follower now. */
     ck_assert(wait_roles(x->p, 1, 1, -1));

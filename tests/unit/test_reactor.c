@@ -735,6 +735,75 @@ START_TEST(signal_arrives_as_reactor_event)
 }
 END_TEST
 
+/* What a handler saw of the event time, and the clock around its call. */
+struct event_time {
+    struct cr_reactor *r;
+    uint64_t first;  /* cr_clock_event_ns() on entry */
+    uint64_t second; /* again, after 20 ms of work */
+    uint64_t nested; /* in a handler dispatched from inside this one */
+    uint64_t after;  /* back here after the nested dispatch */
+    int pipe2[2];
+};
+
+static void inner_handler(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct event_time *t = arg;
+
+    (void)r;
+    (void)fd;
+    (void)events;
+    t->nested = cr_clock_event_ns();
+}
+
+static void timing_handler(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct event_time *t = arg;
+    char c;
+
+    (void)events;
+    ck_assert_int_eq(read(fd, &c, 1), 1);
+    t->first = cr_clock_event_ns();
+    usleep(20 * 1000);
+    t->second = cr_clock_event_ns();
+    /* An event dispatched from inside the handler has its own time, and
+     * ours is back once it returns. */
+    ck_assert_int_eq(
+        cr_reactor_add(r, t->pipe2[0], CR_EV_READ, CR_REACTOR_ONESHOT, inner_handler, t), 0);
+    ck_assert_int_eq(write(t->pipe2[1], "y", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    t->after = cr_clock_event_ns();
+}
+
+START_TEST(handler_sees_the_time_its_event_was_taken)
+{
+    struct cr_reactor *r = open_reactor(_i);
+    struct event_time t = {.r = r};
+    uint64_t before;
+    uint64_t returned;
+    int p[2];
+
+    make_pipe(p);
+    make_pipe(t.pipe2);
+    ck_assert_int_eq(cr_reactor_add(r, p[0], CR_EV_READ, 0, timing_handler, &t), 0);
+    ck_assert_int_eq(write(p[1], "x", 1), 1);
+    before = cr_clock_now_ns();
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    returned = cr_clock_now_ns();
+    /* Taken after `before`, and fixed for the whole call. */
+    ck_assert_uint_ge(t.first, before);
+    ck_assert_uint_eq(t.second, t.first);
+    ck_assert_uint_ge(t.nested, t.first + 20 * CR_NSEC_PER_MSEC);
+    ck_assert_uint_eq(t.after, t.first);
+    /* Outside any dispatch it is the clock again. */
+    ck_assert_uint_ge(cr_clock_event_ns(), returned);
+    ck_assert_int_eq(cr_reactor_remove(r, p[0]), 0);
+    ck_assert_int_eq(cr_reactor_remove(r, t.pipe2[0]), 0);
+    close_pipe(p);
+    close_pipe(t.pipe2);
+    cr_reactor_destroy(r);
+}
+END_TEST
+
 Suite *reactor_suite(void);
 Suite *reactor_suite(void)
 {
@@ -763,6 +832,7 @@ Suite *reactor_suite(void)
     tcase_add_loop_test(tc, wake_returns_a_blocked_wait_early, 0, n);
     tcase_add_loop_test(tc, registration_from_other_threads_while_one_waits_is_safe, 0, n);
     tcase_add_loop_test(tc, signal_arrives_as_reactor_event, 0, n);
+    tcase_add_loop_test(tc, handler_sees_the_time_its_event_was_taken, 0, n);
     suite_add_tcase(s, tc);
     return s;
 }
