@@ -352,10 +352,14 @@ struct lf_lead {
     int pending;
     /* Protected by the group lock (deferred promotion): r's last leader
      * gave it up and woke nobody, and nobody has led r since; how many
-     * turns were given up so; that count when the watchdog last looked. */
+     * turns were given up so; that count when the watchdog last looked;
+     * how many deferred turns the watchdog offered to a follower. The two
+     * counts are also read by cr_lf_pool_deferrals: relaxed atomic stores
+     * under the lock, relaxed loads without it. */
     bool deferred;
     uint64_t deferrals;
     uint64_t seen;
+    uint64_t takeovers;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct cr_lf_pool {
@@ -745,7 +749,7 @@ static void unlead_locked(struct cr_lf_pool *p, struct lf_slot *s, unsigned r, b
                __atomic_load_n(&p->wd_awake, __ATOMIC_SEQ_CST)) {
         /* Deferred: the watchdog covers r (see the top of the file). */
         p->lead[r].deferred = true;
-        p->lead[r].deferrals++;
+        __atomic_store_n(&p->lead[r].deferrals, p->lead[r].deferrals + 1, __ATOMIC_RELAXED);
     } else {
         f = offer_turn(p, g, r);
         wake_wd = p->delay_ns != 0 && f != NULL;
@@ -1022,6 +1026,8 @@ static bool watch(struct cr_lf_pool *p)
             any = true;
             if (l->deferrals == l->seen || (since != 0 && now - since >= p->delay_ns))
                 f = offer_turn(p, g, r);
+            if (f != NULL)
+                __atomic_store_n(&l->takeovers, l->takeovers + 1, __ATOMIC_RELAXED);
             l->seen = l->deferrals;
         }
         cr_mutex_unlock(&g->lock);
@@ -1554,6 +1560,22 @@ int cr_lf_pool_self(const struct cr_lf_pool *p)
     const struct lf_slot *s = tls_slot;
 
     return s != NULL && s->pool == p && s->idx < p->nthreads ? (int)s->idx : -1;
+}
+
+void cr_lf_pool_deferrals(const struct cr_lf_pool *p, uint64_t *deferred, uint64_t *taken_over)
+{
+    uint64_t d = 0;
+    uint64_t t = 0;
+
+    /* Relaxed: statistics (see struct lf_lead). */
+    for (unsigned r = 0; r < p->nreactors; r++) {
+        d += __atomic_load_n(&p->lead[r].deferrals, __ATOMIC_RELAXED);
+        t += __atomic_load_n(&p->lead[r].takeovers, __ATOMIC_RELAXED);
+    }
+    if (deferred != NULL)
+        *deferred = d;
+    if (taken_over != NULL)
+        *taken_over = t;
 }
 
 unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,

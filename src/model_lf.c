@@ -162,6 +162,7 @@ static unsigned lf_stats(const struct cr_model *m, struct cr_server_stats *st,
     st->groups = m->nreactors;
     for (unsigned g = 0; g < m->nreactors; g++)
         st->group_accepted[g] = cr__reactive_accepted(m->rs, g);
+    cr_lf_pool_deferrals(m->pool, &st->deferred, &st->taken_over);
     return cr_lf_pool_stats(m->pool, &st->promotions, workers, max);
 }
 

@@ -342,11 +342,13 @@ static void render_json(struct sbuf *b, const struct snapshot *sn)
     sb_printf(b,
               "\"uptime_s\":%.3f,\"accepted\":%llu,\"open_connections\":%llu,"
               "\"requests\":%llu,\"body_bytes\":%llu,\"bytes_in\":%llu,\"bytes_out\":%llu,"
-              "\"promotions\":%llu,\"queue_depth\":%llu,",
+              "\"promotions\":%llu,\"deferred\":%llu,\"taken_over\":%llu,"
+              "\"queue_depth\":%llu,",
               (double)s->uptime_ns / 1e9, (unsigned long long)s->accepted,
               (unsigned long long)s->open_connections, (unsigned long long)sn->requests,
               (unsigned long long)sn->t.body_bytes, (unsigned long long)s->bytes_in,
               (unsigned long long)s->bytes_out, (unsigned long long)s->promotions,
+              (unsigned long long)s->deferred, (unsigned long long)s->taken_over,
               (unsigned long long)s->queue_depth);
     sb_printf(b, "\"status\":{\"1xx\":%llu,\"2xx\":%llu,\"3xx\":%llu,\"4xx\":%llu,\"5xx\":%llu},",
               (unsigned long long)sn->t.classes[1], (unsigned long long)sn->t.classes[2],
@@ -479,6 +481,11 @@ static void render_html(struct sbuf *b, const struct snapshot *sn)
               (unsigned long long)s->bytes_in, (unsigned long long)s->bytes_out);
     sb_printf(b, "<tr><td class=l>promotions</td><td>%llu</td></tr>\n",
               (unsigned long long)s->promotions);
+    if (s->deferred != 0)
+        sb_printf(b,
+                  "<tr><td class=l>promotions deferred / then taken over</td>"
+                  "<td>%llu / %llu</td></tr>\n",
+                  (unsigned long long)s->deferred, (unsigned long long)s->taken_over);
     if (s->queue_depth != 0)
         sb_printf(b, "<tr><td class=l>queue depth</td><td>%llu</td></tr>\n",
                   (unsigned long long)s->queue_depth);

@@ -122,4 +122,14 @@ int cr_lf_pool_self(const struct cr_lf_pool *p);
 unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,
                           struct cr_worker_stats *workers, unsigned max);
 
+/*
+ * Deferred promotion's counters (both 0 without promotion_delay_us): turns
+ * a leader gave up to dispatch without waking a follower, and those of them
+ * the watchdog then offered to a follower (a handler ran a delay or more, or
+ * fetched events waited as long). Many takeovers against deferrals say the
+ * handlers block, and an eager pool (no delay) would serve them better.
+ * Either pointer may be NULL. Thread-safe.
+ */
+void cr_lf_pool_deferrals(const struct cr_lf_pool *p, uint64_t *deferred, uint64_t *taken_over);
+
 #endif /* CABRANK_LF_POOL_H */

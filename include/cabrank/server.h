@@ -141,7 +141,9 @@ struct cr_server_stats {
     uint64_t open_connections;
     uint64_t bytes_in;
     uint64_t bytes_out;
-    uint64_t promotions;  /* lf */
+    uint64_t promotions; /* lf */
+    uint64_t deferred;   /* lf with a promotion delay: cr_lf_pool_deferrals() */
+    uint64_t taken_over;
     uint64_t queue_depth; /* hshr */
     /* lf: its handle sets (reactors), and the connections each one accepted,
      * in group order (the first 64 groups; 0 and none for other models). */

@@ -74,6 +74,9 @@ static void run_subset(uint16_t port, const char *label, const char *model, cons
         snprintf(want, sizeof(want), "\"promotion\":\"%s\"", promotion);
         CHECK(r.body != NULL && strstr(r.body, want) != NULL, "%s: status says %s", label, want);
     }
+    CHECK(r.body != NULL && strstr(r.body, "\"deferred\":") != NULL &&
+              strstr(r.body, "\"taken_over\":") != NULL,
+          "%s: status counts deferred promotions", label);
     hc_resp_free(&r);
     cr_test_client_close(&cl);
 

@@ -455,12 +455,19 @@ END_TEST
  * follower for nearly every one, deferred promotion for about none (the
  * first, while the watchdog sleeps).
  */
-static uint64_t promotions_for_quick_events(const char *order, unsigned delay_us)
+struct quick_counts {
+    uint64_t promotions;
+    uint64_t deferred;
+    uint64_t taken_over;
+};
+
+static struct quick_counts promotions_for_quick_events(const char *order, unsigned delay_us)
 {
     enum { EVENTS = 200 };
     struct ctx *x = calloc(1, sizeof(*x));
     struct cr_reactor *r = make_reactor();
     struct chan *c = add_chan(x, r, MODE_COUNT);
+    struct quick_counts qc;
     struct census cs;
 
     x->p = make_deferred_pool(&r, 1, 2, order, delay_us);
@@ -475,10 +482,12 @@ static uint64_t promotions_for_quick_events(const char *order, unsigned delay_us
     }
     census(x->p, &cs);
     ck_assert_uint_eq(cs.events, EVENTS);
+    qc.promotions = cs.promotions;
+    cr_lf_pool_deferrals(x->p, &qc.deferred, &qc.taken_over);
     stop_and_join(x->p);
     check_clean(x);
     destroy_all(x, r);
-    return cs.promotions;
+    return qc;
 }
 
 /*
@@ -519,18 +528,25 @@ END_TEST
 
 START_TEST(deferred_promotion_wakes_nobody_for_quick_handlers)
 {
-    uint64_t eager = promotions_for_quick_events(deferring[_i], 0);
-    uint64_t deferred = promotions_for_quick_events(deferring[_i], DELAY_US);
+    struct quick_counts eager = promotions_for_quick_events(deferring[_i], 0);
+    struct quick_counts deferred = promotions_for_quick_events(deferring[_i], DELAY_US);
 
     /* The control: the same events without a delay wake for most of them
      * (all 200 here, idle or loaded, with the pause above; without it a
      * loaded machine once gave 53: a follower still on its way misses the
      * turn after). */
-    ck_assert_msg(eager >= 100, "%s: %llu promotions without a delay", deferring[_i],
-                  (unsigned long long)eager);
+    ck_assert_msg(eager.promotions >= 100, "%s: %llu promotions without a delay", deferring[_i],
+                  (unsigned long long)eager.promotions);
+    ck_assert_uint_eq(eager.deferred, 0);
+    ck_assert_uint_eq(eager.taken_over, 0);
     /* A loaded machine can hold a handler past the delay now and then. */
-    ck_assert_msg(deferred <= 20, "%s: %llu promotions with a delay", deferring[_i],
-                  (unsigned long long)deferred);
+    ck_assert_msg(deferred.promotions <= 20, "%s: %llu promotions with a delay", deferring[_i],
+                  (unsigned long long)deferred.promotions);
+    /* The counters say so: nearly every turn deferred (not the first, while
+     * the watchdog slept), few taken over. */
+    ck_assert_msg(deferred.deferred >= 150, "%s: %llu deferred", deferring[_i],
+                  (unsigned long long)deferred.deferred);
+    ck_assert_uint_le(deferred.taken_over, deferred.promotions);
 }
 END_TEST
 
@@ -715,6 +731,8 @@ static void take_over_from_a_blocked_handler(const char *order, unsigned delay_u
     struct chan *quick = add_chan(x, r, MODE_COUNT);
     struct chan *gate = add_chan(x, r, MODE_GATED);
     struct chan *rec = add_chan(x, r, MODE_COUNT);
+    uint64_t deferred;
+    uint64_t taken_over;
 
     x->p = make_deferred_pool(&r, 1, THREADS, order, delay_us);
     ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
@@ -732,6 +750,15 @@ static void take_over_from_a_blocked_handler(const char *order, unsigned delay_u
         open_gate(gate);
         ck_assert(wait_count(&gate->handled, (uint64_t)k + 1));
         __atomic_store_n(&gate->gate, 0, __ATOMIC_RELEASE);
+    }
+    cr_lf_pool_deferrals(x->p, &deferred, &taken_over);
+    if (delay_us != 0) {
+        /* Not every round: a blocking event may come to a follower. */
+        ck_assert_msg(taken_over >= 1, "%s: %llu taken over of %llu deferred", order,
+                      (unsigned long long)taken_over, (unsigned long long)deferred);
+        ck_assert_uint_le(taken_over, deferred);
+    } else {
+        ck_assert_uint_eq(deferred + taken_over, 0);
     }
     stop_and_join(x->p);
     check_clean(x);
