@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The columns, in the order of BENCH_CSV_HEADER. */
+/* The columns, in the order of BENCH_CSV_HEADER_SPLIT; the first format ends at seconds. */
 enum col {
     COL_WORKLOAD,
     COL_SERVER,
@@ -30,13 +30,31 @@ enum col {
     COL_RSS,
     COL_ERRORS,
     COL_SECONDS,
+    COL_USER,
+    COL_SYS,
     NCOLS
 };
 
+#define NCOLS_FIRST COL_USER
+
 static const char *const col_names[NCOLS] = {
-    "workload",    "server", "config",  "concurrency", "rate",           "rps",
-    "p50_us",      "p90_us", "p99_us",  "p999_us",     "cpu_us_per_req", "ctxsw_per_req",
-    "peak_rss_kb", "errors", "seconds",
+    "workload",
+    "server",
+    "config",
+    "concurrency",
+    "rate",
+    "rps",
+    "p50_us",
+    "p90_us",
+    "p99_us",
+    "p999_us",
+    "cpu_us_per_req",
+    "ctxsw_per_req",
+    "peak_rss_kb",
+    "errors",
+    "seconds",
+    "srv_user_us_per_req",
+    "srv_sys_us_per_req",
 };
 
 /* Largest concurrency accepted: far above any sweep, far below overflow. */
@@ -56,6 +74,8 @@ void bench_row_init(struct bench_row *row)
     row->ctxsw_per_req = NAN;
     row->peak_rss_kb = NAN;
     row->seconds = NAN;
+    row->srv_user_us_per_req = NAN;
+    row->srv_sys_us_per_req = NAN;
 }
 
 void bench_rows_fini(struct bench_rows *rows)
@@ -90,7 +110,14 @@ int bench_rows_add(struct bench_rows *rows, const struct bench_row *row)
 
 int bench_csv_write_header(FILE *f)
 {
-    return fputs(BENCH_CSV_HEADER "\n", f) == EOF ? -EIO : 0;
+    return bench_csv_write_header_as(f, BENCH_CSV_FIRST);
+}
+
+int bench_csv_write_header_as(FILE *f, enum bench_csv_format fmt)
+{
+    const char *h = fmt == BENCH_CSV_SPLIT ? BENCH_CSV_HEADER_SPLIT "\n" : BENCH_CSV_HEADER "\n";
+
+    return fputs(h, f) == EOF ? -EIO : 0;
 }
 
 static bool is_valid_name(const char *s)
@@ -146,10 +173,17 @@ static int write_number(FILE *f, double v)
 
 int bench_csv_write_row(FILE *f, const struct bench_row *row)
 {
+    return bench_csv_write_row_as(f, row, BENCH_CSV_FIRST);
+}
+
+int bench_csv_write_row_as(FILE *f, const struct bench_row *row, enum bench_csv_format fmt)
+{
     const double nums[] = {
         row->rps,     row->p50_us,         row->p90_us,        row->p99_us,
         row->p999_us, row->cpu_us_per_req, row->ctxsw_per_req, row->peak_rss_kb,
     };
+    const double split[] = {row->srv_user_us_per_req, row->srv_sys_us_per_req};
+    bool with_split = fmt == BENCH_CSV_SPLIT;
     int err;
 
     if (!is_valid_name(row->workload) || !is_valid_name(row->server) ||
@@ -160,6 +194,8 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
         if (!is_writable(nums[i]))
             return -ERANGE;
     if (!is_writable(row->rate) || !is_writable(row->seconds))
+        return -ERANGE;
+    if (with_split && (!is_writable(split[0]) || !is_writable(split[1])))
         return -ERANGE;
     err = write_name(f, row->workload);
     if (err == 0 && fputc(',', f) == EOF)
@@ -180,6 +216,8 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
         err = -EIO;
     if (err == 0)
         err = write_number(f, row->seconds);
+    for (size_t i = 0; err == 0 && with_split && i < sizeof(split) / sizeof(split[0]); i++)
+        err = write_number(f, split[i]);
     if (err == 0 && fputc('\n', f) == EOF)
         err = -EIO;
     return err;
@@ -201,6 +239,7 @@ struct parser {
     size_t len;
     size_t pos;
     unsigned line; /* of buf[pos] */
+    size_t ncols;  /* the header's: NCOLS_FIRST or NCOLS */
     struct bench_csv_error *err;
 };
 
@@ -403,13 +442,19 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
         {COL_CTXSW, &row->ctxsw_per_req},
         {COL_RSS, &row->peak_rss_kb},
         {COL_SECONDS, &row->seconds},
+        {COL_USER, &row->srv_user_us_per_req},
+        {COL_SYS, &row->srv_sys_us_per_req},
     };
+    size_t nnums = sizeof(nums) / sizeof(nums[0]);
     uint64_t v;
     int err;
 
-    if (rec->nfields != NCOLS)
-        return fail(p, rec->line, "%zu fields, expected %d", rec->nfields, NCOLS);
+    if (rec->nfields != p->ncols)
+        return fail(p, rec->line, "%zu fields, expected %zu", rec->nfields, p->ncols);
     bench_row_init(row);
+    /* The first format's rows stop at seconds: the split stays not measured. */
+    if (p->ncols == NCOLS_FIRST)
+        nnums -= 2;
     for (enum col c = COL_WORKLOAD; c <= COL_CONFIG; c++) {
         if (rec->field[c][0] == '\0')
             return fail(p, rec->line, "%s is empty", col_names[c]);
@@ -431,7 +476,7 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
         return err;
     if (isnan(row->rate))
         row->rate = 0;
-    for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+    for (size_t i = 0; i < nnums; i++) {
         err = parse_number(p, rec, nums[i].col, true, nums[i].dst);
         if (err < 0)
             return err;
@@ -442,14 +487,18 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
     return 0;
 }
 
+/* Either format's header; sets p->ncols. */
 static int check_header(struct parser *p, const struct record *rec)
 {
-    if (rec->nfields != NCOLS)
-        return fail(p, rec->line, "header has %zu fields, expected %d (" BENCH_CSV_HEADER ")",
-                    rec->nfields, NCOLS);
-    for (size_t i = 0; i < NCOLS; i++)
+    if (rec->nfields != NCOLS_FIRST && rec->nfields != NCOLS)
+        return fail(p, rec->line,
+                    "header has %zu fields, expected %d (" BENCH_CSV_HEADER ") or %d (+ the CPU "
+                    "split)",
+                    rec->nfields, NCOLS_FIRST, NCOLS);
+    for (size_t i = 0; i < rec->nfields; i++)
         if (strcmp(rec->field[i], col_names[i]) != 0)
             return fail(p, rec->line, "header field %zu is not %s", i + 1, col_names[i]);
+    p->ncols = rec->nfields;
     return 0;
 }
 

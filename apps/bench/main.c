@@ -4,10 +4,10 @@
  * model), and the peers installed (nginx, h2o, lighttpd, Apache event and prefork), drives
  * them with wrk (HTTP, keep-alive and Connection: close), its own line-protocol load
  * (closed and open loop) and the pattern paper's intervals, sweeping connections and rates,
- * and measures per point req/s, latency percentiles, the server's CPU time and context
- * switches per request and its peak RSS (procstat.h). Rows go to <out>/results.csv as they
- * are measured; at the end the report side (report.h) writes results.md and the SVG plots.
- * A progress line per point goes to stderr.
+ * and measures per point req/s, latency percentiles, the server's CPU time per request (and its
+ * user and system parts) and context switches per request and its peak RSS (procstat.h). Rows go to
+ * <out>/results.csv as they are measured; at the end the report side (report.h) writes results.md
+ * and the SVG plots. A progress line per point goes to stderr.
  *
  * Single-threaded. Children: the server under test (its own session, stopped by TERM then
  * KILL of its group), wrk. INT/TERM stop the sweep after the current point; the rows
@@ -488,7 +488,7 @@ static int points_of(const struct options *o, const char *w)
 
 static void emit(struct ctx *x, const struct bench_row *row)
 {
-    int err = bench_csv_write_row(x->csv, row);
+    int err = bench_csv_write_row_as(x->csv, row, BENCH_CSV_SPLIT);
 
     if (err == 0)
         err = fflush(x->csv) == 0 ? 0 : -EIO;
@@ -515,6 +515,10 @@ static void fill_usage(struct bench_row *row, const struct bench_usage *u0,
      * forking model): a reading that went down is not measured rather than negative. */
     if (u1->cpu_s >= u0->cpu_s)
         row->cpu_us_per_req = (u1->cpu_s - u0->cpu_s) * 1e6 / (double)requests;
+    if (u1->user_s >= u0->user_s && u1->sys_s >= u0->sys_s) {
+        row->srv_user_us_per_req = (u1->user_s - u0->user_s) * 1e6 / (double)requests;
+        row->srv_sys_us_per_req = (u1->sys_s - u0->sys_s) * 1e6 / (double)requests;
+    }
     if (switches && u1->ctxsw >= u0->ctxsw)
         row->ctxsw_per_req = (double)(u1->ctxsw - u0->ctxsw) / (double)requests;
 }
@@ -1070,7 +1074,7 @@ int main(int argc, char **argv)
     }
     snprintf(path, sizeof(path), "%s/results.csv", o.out_dir);
     x.csv = fopen(path, "w");
-    if (x.csv == NULL || bench_csv_write_header(x.csv) < 0) {
+    if (x.csv == NULL || bench_csv_write_header_as(x.csv, BENCH_CSV_SPLIT) < 0) {
         fprintf(stderr, "cabrank-bench: %s: %s\n", path, strerror(errno));
         return 1;
     }

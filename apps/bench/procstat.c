@@ -1,7 +1,8 @@
 /*
  * procstat.c - a server tree's CPU time, context switches and peak RSS from /proc (see
- * procstat.h). Walks /proc/<pid>/task/<tid>/{status,children}, reads each process's CPU clock
- * and its reaped children's time from /proc/<pid>/stat; no state, no threads.
+ * procstat.h). Walks /proc/<pid>/task/<tid>/{status,children}, reads each process's CPU clock,
+ * and its user and system time and its reaped children's from /proc/<pid>/stat; no state, no
+ * threads.
  */
 #include "procstat.h"
 
@@ -28,14 +29,22 @@ static bool read_small(const char *path, char *buf, size_t cap)
     return n > 0;
 }
 
-/* Fields 16 and 17 of a stat line (cutime, cstime), counted after the parenthesised command
- * (which may hold spaces and parentheses, hence the last ')'). */
-static bool stat_children(const char *buf, long *cutime, long *cstime)
+/* Clock ticks of a stat line: fields 14 to 17 (utime, stime, cutime, cstime). */
+struct stat_times {
+    unsigned long utime;
+    unsigned long stime;
+    long cutime;
+    long cstime;
+};
+
+/* The fields are counted after the parenthesised command (which may hold spaces and
+ * parentheses, hence the last ')'). */
+static bool stat_times(const char *buf, struct stat_times *t)
 {
     const char *p = strrchr(buf, ')');
 
-    return p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %ld %ld",
-                               cutime, cstime) == 2;
+    return p != NULL && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %ld %ld",
+                               &t->utime, &t->stime, &t->cutime, &t->cstime) == 4;
 }
 
 /*
@@ -111,15 +120,18 @@ static void add_process(pid_t pid, struct bench_usage *u, int depth, double tick
     /* The children this process reaped (forking's finished connections, a manager's
      * retired workers) keep their CPU time in its cutime and cstime, not in any live task;
      * a live process is in no one's, so nothing is counted twice. Tick samples, as the
-     * kernel passed them up: the only record of an exited process. */
+     * kernel passed them up: the only record of an exited process. utime and stime are the
+     * whole process's too, exited threads included, like its CPU clock. */
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     {
         char buf[1024];
-        long cut;
-        long cst;
+        struct stat_times t;
 
-        if (read_small(path, buf, sizeof(buf)) && stat_children(buf, &cut, &cst))
-            u->cpu_s += (double)(cut + cst) / tick;
+        if (read_small(path, buf, sizeof(buf)) && stat_times(buf, &t)) {
+            u->cpu_s += (double)(t.cutime + t.cstime) / tick;
+            u->user_s += (double)t.utime / tick + (double)t.cutime / tick;
+            u->sys_s += (double)t.stime / tick + (double)t.cstime / tick;
+        }
     }
     while ((e = readdir(d)) != NULL) {
         FILE *f;

@@ -226,12 +226,32 @@ static void put_num(FILE *f, double v, int decimals)
     fprintf(f, "%.*f", decimals, v);
 }
 
+/* Whether any of the rows has the server's CPU time split into user and system time. */
+static bool has_split(const struct bench_row *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!isnan(v[i]->srv_user_us_per_req) || !isnan(v[i]->srv_sys_us_per_req))
+            return true;
+    }
+    return false;
+}
+
+/* The user and system columns follow CPU µs/req only in a table whose rows have them (a CSV
+ * of the first format has none, and an interval's rows measure no CPU). */
 static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool interval)
 {
+    bool split = has_split(v, n);
+
     fputs("| server | config | conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs "
-          "| CPU µs/req | ctxsw/req | peak RSS KiB | errors |\n",
+          "| CPU µs/req ",
           f);
-    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n", f);
+    if (split)
+        fputs("| user µs/req | sys µs/req ", f);
+    fputs("| ctxsw/req | peak RSS KiB | errors |\n", f);
+    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", f);
+    if (split)
+        fputs("---:|---:|", f);
+    fputs("---:|---:|---:|\n", f);
     for (size_t i = 0; i < n; i++) {
         const struct bench_row *r = v[i];
 
@@ -243,20 +263,25 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
         const struct {
             double v;
             int decimals;
+            bool split; /* a column of the CPU split */
         } cells[] = {
-            {r->rate > 0 ? r->rate : NAN, 0},
-            {interval ? NAN : r->rps, 0},
-            {r->p50_us, 1},
-            {r->p90_us, 1},
-            {r->p99_us, 1},
-            {r->p999_us, 1},
-            {r->cpu_us_per_req, 2},
-            {r->ctxsw_per_req, 2},
-            {r->peak_rss_kb, 0},
+            {r->rate > 0 ? r->rate : NAN, 0, false},
+            {interval ? NAN : r->rps, 0, false},
+            {r->p50_us, 1, false},
+            {r->p90_us, 1, false},
+            {r->p99_us, 1, false},
+            {r->p999_us, 1, false},
+            {r->cpu_us_per_req, 2, false},
+            {r->srv_user_us_per_req, 2, true},
+            {r->srv_sys_us_per_req, 2, true},
+            {r->ctxsw_per_req, 2, false},
+            {r->peak_rss_kb, 0, false},
         };
 
         fprintf(f, " | %u", r->concurrency);
         for (size_t c = 0; c < sizeof(cells) / sizeof(cells[0]); c++) {
+            if (cells[c].split && !split)
+                continue;
             fputs(" | ", f);
             put_num(f, cells[c].v, cells[c].decimals);
         }

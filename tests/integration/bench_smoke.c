@@ -3,10 +3,10 @@
  * configurations (lf:lifo, hshr), no peers, one HTTP keep-alive point through wrk, the
  * intervals, the line protocol closed and open loop, into a temporary output directory. Then
  * checks what it wrote: results.csv with the exact header, one row per point asked, every
- * row with 15 fields, each point measured with no error (req/s > 0 for loads, percentiles in
- * order); results.md naming each workload and the command; a plot-<workload>.svg per workload
- * that is well-formed XML with an <svg> root. wrk is a test dependency (make test installs
- * it). Exit 0 pass, 1 fail.
+ * row with 17 fields, each point measured with no error (req/s > 0 for loads, percentiles in
+ * order, CPU per request and its user and system parts); results.md naming each workload and the
+ * command; a plot-<workload>.svg per workload that is well-formed XML with an <svg> root. wrk is a
+ * test dependency (make test installs it). Exit 0 pass, 1 fail.
  */
 #include "support.h"
 
@@ -23,10 +23,11 @@
 #include <unistd.h>
 
 #define RUN_TIMEOUT_MS 50000
-#define NFIELDS        15
+#define NFIELDS        17
 
 static const char header[] = "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,"
-                             "p999_us,cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds";
+                             "p999_us,cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds,"
+                             "srv_user_us_per_req,srv_sys_us_per_req";
 
 /* The workloads the run writes, and the rows each gets (2 configurations x 1 point). */
 static const char *const workloads[] = {
@@ -155,6 +156,8 @@ static void check_csv(const char *dir)
             /* CPU time comes in clock ticks (10 ms): a short light point may show 0. */
             if (!(num(f[10]) >= 0) || !(num(f[11]) >= 0) || !(num(f[12]) > 0))
                 fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
+            if (!(num(f[15]) >= 0) || !(num(f[16]) >= 0))
+                fail("%s %s: user '%s' sys '%s'", f[0], f[2], f[15], f[16]);
         }
         if (strcmp(f[0], "line-open") == 0 && num(f[4]) != 500)
             fail("line-open: rate '%s', want 500", f[4]);
