@@ -106,6 +106,14 @@ struct bench_peer_cmd {
 CR_MUST_CHECK int bench_peer_prepare(const char *name, const char *dir, uint16_t port,
                                      struct bench_peer_cmd *cmd);
 
+/*
+ * A canned peer's command line (canned.h): this program re-executed as "--canned MODE --listen
+ * 127.0.0.1:0", logging into dir/run/<name>.log; it reports its port as cabrank-httpd does
+ * (bench_server_spawn()). Returns 0, -ENOENT (not a canned peer) or -errno.
+ */
+CR_MUST_CHECK int bench_canned_prepare(const char *name, const char *dir,
+                                       struct bench_peer_cmd *cmd);
+
 /* ------------------------------------------------------------ loads */
 
 /* What a load measured. NAN: not measured. */

@@ -5,7 +5,9 @@
  * them with wrk (HTTP, keep-alive and Connection: close), its own line-protocol load
  * (closed and open loop) and the pattern paper's intervals, sweeping connections and rates,
  * and measures per point req/s, latency percentiles, the server's CPU time per request (and its
- * user and system parts) and context switches per request and its peak RSS (procstat.h). Rows go to
+ * user and system parts) and context switches per request and its peak RSS (procstat.h). Asked
+ * with --peers, it also measures the canned responders (canned.h), the machine's floor of CPU
+ * per request, which this same program serves when started with --canned. Rows go to
  * <out>/results.csv as they are measured; at the end the report side (report.h) writes results.md
  * and the SVG plots. A progress line per point goes to stderr.
  *
@@ -16,6 +18,7 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
+#include "canned.h"
 #include "driver.h"
 #include "procstat.h"
 #include "report.h"
@@ -109,7 +112,9 @@ static void usage(FILE *f)
         "                     proactor:ring-per-thread...; default: every model the server's\n"
         "                     --help lists, lf under lifo and fifo, proactor under each dispatch)\n"
         "  --peers LIST       nginx, h2o, lighttpd, apache-event, apache-prefork\n"
-        "                     (default: those installed)\n"
+        "                     (default: those installed); canned-epoll, canned-uring: this\n"
+        "                     machine's floor, a canned answer to every request (only when\n"
+        "                     named; hello.txt workloads only)\n"
         "  --no-peers         cabrank only\n"
         "  --workloads LIST   http:<file>, http-close:<file> (files hello.txt, 1k.bin, 64k.bin,\n"
         "                     1m.bin), line, line-open, interval (default\n"
@@ -299,8 +304,9 @@ static void parse_args(struct options *o, int argc, char **argv)
 
         for (int k = 0; bench_peer_names[k] != NULL; k++)
             known = known || strcmp(bench_peer_names[k], o->peers[i]) == 0;
-        if (!known)
-            bad("--peers: nginx, h2o, lighttpd, apache-event, apache-prefork");
+        if (!known && !bench_is_canned(o->peers[i]))
+            bad("--peers: nginx, h2o, lighttpd, apache-event, apache-prefork, canned-epoll, "
+                "canned-uring");
     }
 }
 
@@ -477,6 +483,18 @@ static bool is_http(const char *w)
 static bool is_line(const char *w)
 {
     return strcmp(w, "line") == 0 || strcmp(w, "line-open") == 0;
+}
+
+/* What a canned peer answers right: its one answer is hello.txt's (the intervals fetch it). */
+static bool is_canned_workload(const char *w)
+{
+    return strcmp(w, "http:hello.txt") == 0 || strcmp(w, "http-close:hello.txt") == 0 ||
+           strcmp(w, "interval") == 0;
+}
+
+static bool serves(const char *server, const char *w)
+{
+    return !bench_is_canned(server) || is_canned_workload(w);
 }
 
 static int points_of(const struct options *o, const char *w)
@@ -679,6 +697,10 @@ static void http_workloads(struct ctx *x, const struct bench_server *s, const ch
     for (int i = 0; i < o->nworkloads && !stopping; i++) {
         const char *w = o->workloads[i];
 
+        if (!serves(server, w)) {
+            fprintf(stderr, "cabrank-bench: %s answers hello.txt only: %s skipped\n", server, w);
+            continue;
+        }
         if (strcmp(w, "interval") == 0)
             interval_points(x, s, server, config);
         else if (is_http(w))
@@ -917,6 +939,37 @@ static void run_cabrank(struct ctx *x, const char *spec)
     }
 }
 
+/* A canned peer: checked to run here, started on port 0 as cabrank-httpd is, checked to answer
+ * hello.txt whole. */
+static void run_canned(struct ctx *x, const char *name)
+{
+    static const size_t hello = 13;
+    struct bench_peer_cmd cmd;
+    struct bench_server s;
+    char why[256];
+    int err;
+
+    if (!bench_canned_available(name, why, sizeof(why))) {
+        fprintf(stderr, "cabrank-bench: %s not available (%s): skipped\n", name, why);
+        return;
+    }
+    err = bench_canned_prepare(name, x->workdir, &cmd);
+    if (err == 0)
+        err = bench_server_spawn(cmd.argv, cmd.log, SPAWN_MS, &s);
+    if (err < 0) {
+        fprintf(stderr, "cabrank-bench: %s did not start (%s): skipped; see %s\n", name,
+                strerror(-err), cmd.log);
+        return;
+    }
+    if (bench_http_check(s.port, "/hello.txt", &hello, 5000) < 0) {
+        fprintf(stderr, "cabrank-bench: %s serves /hello.txt wrong: skipped\n", name);
+        bench_server_stop(&s);
+        return;
+    }
+    http_workloads(x, &s, name, "-");
+    bench_server_stop(&s);
+}
+
 static void run_peer(struct ctx *x, const char *name)
 {
     struct bench_peer_cmd cmd;
@@ -926,6 +979,10 @@ static void run_peer(struct ctx *x, const char *name)
 
     if (!any_workload(x->o, is_http) || !x->wrk || stopping)
         return;
+    if (bench_is_canned(name)) {
+        run_canned(x, name);
+        return;
+    }
     err = bench_free_port(&port);
     if (err == 0)
         err = bench_peer_prepare(name, x->workdir, port, &cmd);
@@ -1029,6 +1086,9 @@ int main(int argc, char **argv)
     time_t now = time(NULL);
     int err;
 
+    /* The hidden mode the lab starts its canned peers in (canned.h). */
+    if (argc > 1 && strcmp(argv[1], "--canned") == 0)
+        return bench_canned_main(argc, argv);
     o.command = join_command(argc, argv);
     parse_args(&o, argc, argv);
     if (o.nconc == 0) {
@@ -1089,10 +1149,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < o.nworkloads; i++) {
         const char *w = o.workloads[i];
 
-        if (is_line(w))
+        if (is_line(w)) {
             x.total += o.nconfigs * points_of(&o, w);
-        else if (x.wrk)
-            x.total += (o.nconfigs + o.npeers) * points_of(&o, w);
+        } else if (x.wrk) {
+            x.total += o.nconfigs * points_of(&o, w);
+            for (int k = 0; k < o.npeers; k++)
+                x.total += serves(o.peers[k], w) ? points_of(&o, w) : 0;
+        }
     }
     fprintf(stderr, "cabrank-bench: %d configurations, %d peers, %d points of %.1f s\n", o.nconfigs,
             o.npeers, x.total, o.seconds);

@@ -5,8 +5,10 @@
  * the event MPM (2 x 64 threads) and the prefork MPM (72 processes up front); access logs
  * off, keep-alive without a request limit, everything on 127.0.0.1. Configurations are
  * written into the run's work directory; started as root, the servers drop to nobody.
- * Single-threaded; owns nothing once it returns.
+ * The canned peers (canned.h) are this program itself, in its hidden mode. Single-threaded;
+ * owns nothing once it returns.
  */
+#include "canned.h"
 #include "driver.h"
 
 #include <errno.h>
@@ -248,4 +250,26 @@ int bench_peer_prepare(const char *name, const char *dir, uint16_t port, struct 
     if (err == 0)
         err = write_text(conf, text);
     return err;
+}
+
+int bench_canned_prepare(const char *name, const char *dir, struct bench_peer_cmd *cmd)
+{
+    ssize_t n;
+
+    if (!bench_is_canned(name))
+        return -ENOENT;
+    n = readlink("/proc/self/exe", cmd->strs[0], sizeof(cmd->strs[0]) - 1);
+    if (n < 0)
+        return -errno;
+    if ((size_t)n >= sizeof(cmd->strs[0]) - 1)
+        return -ENAMETOOLONG;
+    cmd->strs[0][n] = '\0';
+    cmd->argv[0] = cmd->strs[0];
+    set_argv(cmd, 1, "--canned");
+    set_argv(cmd, 2, name + strlen("canned-"));
+    set_argv(cmd, 3, "--listen");
+    set_argv(cmd, 4, "127.0.0.1:0");
+    if (snprintf(cmd->log, sizeof(cmd->log), "%s/run/%s.log", dir, name) >= (int)sizeof(cmd->log))
+        return -ENAMETOOLONG;
+    return 0;
 }

@@ -18,7 +18,8 @@
  * workload  "http:<file>", "http-close:<file>", "line", "line-open", "interval:t_conn",
  *           "interval:t_res1", "interval:t_res2" (interval rows: the percentiles are the
  *           interval's, rps is 0)
- * server    "cabrank", "nginx", "h2o", "lighttpd", "apache-event", "apache-prefork"
+ * server    "cabrank", "nginx", "h2o", "lighttpd", "apache-event", "apache-prefork",
+ *           "canned-epoll", "canned-uring" (canned.h: the machine's floor)
  * config    cabrank's model and options ("lf:lifo", "hshr", "proactor:lf"...), "-" for peers
  * numbers   decimal; an empty field is "not measured" (NAN in struct bench_row), except
  *           concurrency and errors, which are always present.
