@@ -944,7 +944,7 @@ static void run_cabrank(struct ctx *x, const char *spec)
 static void run_canned(struct ctx *x, const char *name)
 {
     static const size_t hello = 13;
-    struct bench_peer_cmd cmd;
+    struct bench_peer_cmd cmd = {.log = "its log"};
     struct bench_server s;
     char why[256];
     int err;

@@ -258,6 +258,9 @@ int bench_canned_prepare(const char *name, const char *dir, struct bench_peer_cm
 
     if (!bench_is_canned(name))
         return -ENOENT;
+    /* The log first: the caller names it when anything after fails. */
+    if (snprintf(cmd->log, sizeof(cmd->log), "%s/run/%s.log", dir, name) >= (int)sizeof(cmd->log))
+        return -ENAMETOOLONG;
     n = readlink("/proc/self/exe", cmd->strs[0], sizeof(cmd->strs[0]) - 1);
     if (n < 0)
         return -errno;
@@ -269,7 +272,5 @@ int bench_canned_prepare(const char *name, const char *dir, struct bench_peer_cm
     set_argv(cmd, 2, name + strlen("canned-"));
     set_argv(cmd, 3, "--listen");
     set_argv(cmd, 4, "127.0.0.1:0");
-    if (snprintf(cmd->log, sizeof(cmd->log), "%s/run/%s.log", dir, name) >= (int)sizeof(cmd->log))
-        return -ENAMETOOLONG;
     return 0;
 }
