@@ -20,9 +20,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check_row(const struct bench_row *r)
 {
-    const double nums[] = {r->rate,        r->rps,     r->p50_us,         r->p90_us,
-                           r->p99_us,      r->p999_us, r->cpu_us_per_req, r->ctxsw_per_req,
-                           r->peak_rss_kb, r->seconds};
+    const double nums[] = {r->rate,
+                           r->rps,
+                           r->p50_us,
+                           r->p90_us,
+                           r->p99_us,
+                           r->p999_us,
+                           r->cpu_us_per_req,
+                           r->ctxsw_per_req,
+                           r->peak_rss_kb,
+                           r->seconds,
+                           r->srv_user_us_per_req,
+                           r->srv_sys_us_per_req};
     const char *names[] = {r->workload, r->server, r->config};
 
     for (size_t i = 0; i < 3; i++) {
@@ -80,7 +89,10 @@ static void check_round_trip(const struct bench_rows *rows)
             !close_enough(a->p99_us, b->p99_us) || !close_enough(a->p999_us, b->p999_us) ||
             !close_enough(a->cpu_us_per_req, b->cpu_us_per_req) ||
             !close_enough(a->ctxsw_per_req, b->ctxsw_per_req) ||
-            !close_enough(a->peak_rss_kb, b->peak_rss_kb) || !close_enough(a->seconds, b->seconds))
+            !close_enough(a->peak_rss_kb, b->peak_rss_kb) ||
+            !close_enough(a->seconds, b->seconds) ||
+            !close_enough(a->srv_user_us_per_req, b->srv_user_us_per_req) ||
+            !close_enough(a->srv_sys_us_per_req, b->srv_sys_us_per_req))
             abort();
     }
     free(buf);

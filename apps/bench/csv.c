@@ -110,14 +110,7 @@ int bench_rows_add(struct bench_rows *rows, const struct bench_row *row)
 
 int bench_csv_write_header(FILE *f)
 {
-    return bench_csv_write_header_as(f, BENCH_CSV_FIRST);
-}
-
-int bench_csv_write_header_as(FILE *f, enum bench_csv_format fmt)
-{
-    const char *h = fmt == BENCH_CSV_SPLIT ? BENCH_CSV_HEADER_SPLIT "\n" : BENCH_CSV_HEADER "\n";
-
-    return fputs(h, f) == EOF ? -EIO : 0;
+    return fputs(BENCH_CSV_HEADER_SPLIT "\n", f) == EOF ? -EIO : 0;
 }
 
 static bool is_valid_name(const char *s)
@@ -173,17 +166,11 @@ static int write_number(FILE *f, double v)
 
 int bench_csv_write_row(FILE *f, const struct bench_row *row)
 {
-    return bench_csv_write_row_as(f, row, BENCH_CSV_FIRST);
-}
-
-int bench_csv_write_row_as(FILE *f, const struct bench_row *row, enum bench_csv_format fmt)
-{
     const double nums[] = {
         row->rps,     row->p50_us,         row->p90_us,        row->p99_us,
         row->p999_us, row->cpu_us_per_req, row->ctxsw_per_req, row->peak_rss_kb,
     };
     const double split[] = {row->srv_user_us_per_req, row->srv_sys_us_per_req};
-    bool with_split = fmt == BENCH_CSV_SPLIT;
     int err;
 
     if (!is_valid_name(row->workload) || !is_valid_name(row->server) ||
@@ -195,7 +182,7 @@ int bench_csv_write_row_as(FILE *f, const struct bench_row *row, enum bench_csv_
             return -ERANGE;
     if (!is_writable(row->rate) || !is_writable(row->seconds))
         return -ERANGE;
-    if (with_split && (!is_writable(split[0]) || !is_writable(split[1])))
+    if (!is_writable(split[0]) || !is_writable(split[1]))
         return -ERANGE;
     err = write_name(f, row->workload);
     if (err == 0 && fputc(',', f) == EOF)
@@ -216,7 +203,7 @@ int bench_csv_write_row_as(FILE *f, const struct bench_row *row, enum bench_csv_
         err = -EIO;
     if (err == 0)
         err = write_number(f, row->seconds);
-    for (size_t i = 0; err == 0 && with_split && i < sizeof(split) / sizeof(split[0]); i++)
+    for (size_t i = 0; err == 0 && i < sizeof(split) / sizeof(split[0]); i++)
         err = write_number(f, split[i]);
     if (err == 0 && fputc('\n', f) == EOF)
         err = -EIO;

@@ -506,7 +506,7 @@ static int points_of(const struct options *o, const char *w)
 
 static void emit(struct ctx *x, const struct bench_row *row)
 {
-    int err = bench_csv_write_row_as(x->csv, row, BENCH_CSV_SPLIT);
+    int err = bench_csv_write_row(x->csv, row);
 
     if (err == 0)
         err = fflush(x->csv) == 0 ? 0 : -EIO;
@@ -1134,7 +1134,7 @@ int main(int argc, char **argv)
     }
     snprintf(path, sizeof(path), "%s/results.csv", o.out_dir);
     x.csv = fopen(path, "w");
-    if (x.csv == NULL || bench_csv_write_header_as(x.csv, BENCH_CSV_SPLIT) < 0) {
+    if (x.csv == NULL || bench_csv_write_header(x.csv) < 0) {
         fprintf(stderr, "cabrank-bench: %s: %s\n", path, strerror(errno));
         return 1;
     }

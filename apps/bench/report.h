@@ -14,7 +14,7 @@
  * The first format (BENCH_CSV_HEADER) ends at seconds; the two columns of the server's CPU
  * time split into user and system time came later, at the end, so a reader of the first
  * format that takes columns by position still finds its own. The reader takes either format,
- * by its header; bench_csv_write_header() and bench_csv_write_row() still write the first.
+ * by its header (old results stay readable); the writers write the second.
  * workload  "http:<file>", "http-close:<file>", "line", "line-open", "interval:t_conn",
  *           "interval:t_res1", "interval:t_res2" (interval rows: the percentiles are the
  *           interval's, rps is 0)
@@ -39,12 +39,6 @@
     "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,cpu_us_per_req,"     \
     "ctxsw_per_req,peak_rss_kb,errors,seconds"
 #define BENCH_CSV_HEADER_SPLIT BENCH_CSV_HEADER ",srv_user_us_per_req,srv_sys_us_per_req"
-
-/* The CSV formats: the first, and the one with the CPU split that the lab writes. */
-enum bench_csv_format {
-    BENCH_CSV_FIRST, /* BENCH_CSV_HEADER, 15 columns */
-    BENCH_CSV_SPLIT, /* BENCH_CSV_HEADER_SPLIT, 17 columns */
-};
 
 /* Longest workload, server and config names (without the NUL); longer fields are an error. */
 #define BENCH_NAME_MAX 63
@@ -95,24 +89,17 @@ CR_MUST_CHECK int bench_rows_add(struct bench_rows *rows, const struct bench_row
 /* A row with every number not measured (NAN), concurrency 1, rate 0, errors 0. */
 void bench_row_init(struct bench_row *row);
 
-/* Writes BENCH_CSV_HEADER and a newline: bench_csv_write_header_as(f, BENCH_CSV_FIRST). */
+/* Writes BENCH_CSV_HEADER_SPLIT and a newline. Returns 0 or -EIO. */
 CR_MUST_CHECK int bench_csv_write_header(FILE *f);
-
-/* Writes the header of format fmt and a newline. Returns 0 or -EIO. */
-CR_MUST_CHECK int bench_csv_write_header_as(FILE *f, enum bench_csv_format fmt);
 
 /*
  * Writes one row and a newline (fflush is the caller's). Names holding ',', '"' or a newline
  * are quoted as RFC 4180; numbers are plain decimals with up to 6 decimals (so what is read
  * back is within 1e-6 of what was written). Returns 0, -EINVAL (an empty or over-long name,
  * concurrency 0), -ERANGE (a number negative, infinite or above BENCH_VALUE_MAX) or -EIO.
- * Writes the first format's columns: bench_csv_write_row_as(f, row, BENCH_CSV_FIRST).
+ * All 17 columns (BENCH_CSV_HEADER_SPLIT).
  */
 CR_MUST_CHECK int bench_csv_write_row(FILE *f, const struct bench_row *row);
-
-/* Writes one row in format fmt, as bench_csv_write_row() (same returns). */
-CR_MUST_CHECK int bench_csv_write_row_as(FILE *f, const struct bench_row *row,
-                                         enum bench_csv_format fmt);
 
 /*
  * Parses a whole CSV text (buf[0..len), need not be NUL-terminated) into rows, appending. The

@@ -91,6 +91,8 @@ START_TEST(csv_rows_round_trip)
     r.concurrency = 16;
     r.rate = 50000;
     r.cpu_us_per_req = 0.000125;
+    r.srv_user_us_per_req = 0.000025;
+    r.srv_sys_us_per_req = 0.0001;
     r.peak_rss_kb = 10240;
     ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
     ck_assert_int_eq(bench_csv_write_header(f), 0);
@@ -98,10 +100,10 @@ START_TEST(csv_rows_round_trip)
         ck_assert_int_eq(bench_csv_write_row(f, &rows.v[i]), 0);
     ck_assert_int_eq(fclose(f), 0);
 
-    ck_assert_str_eq(buf,
-                     HEADER "http:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2\n"
-                            "line-open,\"odd,\"\"name\"\"\",-,16,50000,123456.75,80.5,,1200,,"
-                            "0.000125,,10240,3,2\n");
+    ck_assert_str_eq(buf, BENCH_CSV_HEADER_SPLIT
+                     "\nhttp:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2,,\n"
+                     "line-open,\"odd,\"\"name\"\"\",-,16,50000,123456.75,80.5,,1200,,"
+                     "0.000125,,10240,3,2,0.000025,0.0001\n");
     parse_ok(buf, &back);
     ck_assert_uint_eq(back.len, 2);
     for (size_t i = 0; i < 2; i++) {
@@ -116,6 +118,8 @@ START_TEST(csv_rows_round_trip)
                   a->p99_us == b->p99_us && a->seconds == b->seconds);
         ck_assert(isnan(b->p90_us) && isnan(b->p999_us) && isnan(b->ctxsw_per_req));
         ck_assert(i == 0 ? isnan(b->cpu_us_per_req) : b->cpu_us_per_req == 0.000125);
+        ck_assert(i == 0 ? isnan(b->srv_user_us_per_req) && isnan(b->srv_sys_us_per_req)
+                         : b->srv_user_us_per_req == 0.000025 && b->srv_sys_us_per_req == 0.0001);
         ck_assert_uint_eq(a->errors, b->errors);
     }
     free(buf);
@@ -285,7 +289,10 @@ START_TEST(csv_write_rejects_bad_names_and_numbers)
     r.rps = NAN;
     r.seconds = -0.5;
     ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
-    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,\n"));
+    r.seconds = NAN;
+    r.srv_sys_us_per_req = -1;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,,,\n"));
     fclose(f);
 }
 END_TEST
