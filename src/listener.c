@@ -130,6 +130,15 @@ int cr_listener_defer_accept(int fd, unsigned seconds)
     return set_int_option(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, (int)seconds);
 }
 
+int cr_listener_congestion(int fd, const char *name)
+{
+    if (name == NULL || name[0] == '\0')
+        return -EINVAL;
+    if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) < 0)
+        return -errno;
+    return 0;
+}
+
 int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
 {
     struct sockaddr_storage ss;
@@ -169,6 +178,11 @@ int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
         goto out_close_fd;
     if (cfg->defer_accept_s != 0) {
         err = cr_listener_defer_accept(fd, cfg->defer_accept_s);
+        if (err < 0)
+            goto out_close_fd;
+    }
+    if (cfg->congestion != NULL) {
+        err = cr_listener_congestion(fd, cfg->congestion);
         if (err < 0)
             goto out_close_fd;
     }

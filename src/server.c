@@ -285,6 +285,7 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
             .backlog = s->cfg.backlog,
             .reuseport = true,
             .defer_accept_s = s->cfg.defer_accept_s,
+            .congestion = s->cfg.tcp_congestion,
         };
 
         err = cr_listener_address(s->listen_fds[i], addr, sizeof(addr));
@@ -320,6 +321,14 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
                        in->listen_fds[i], strerror(-err));
                 return err;
             }
+            err = in->tcp_congestion != NULL
+                      ? cr_listener_congestion(in->listen_fds[i], in->tcp_congestion)
+                      : 0;
+            if (err < 0) {
+                CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_CONGESTION %s: %s",
+                       in->listen_fds[i], in->tcp_congestion, strerror(-err));
+                return err;
+            }
             s->listen_fds[s->nlisten++] = in->listen_fds[i];
             continue;
         }
@@ -330,6 +339,7 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
                 .backlog = s->cfg.backlog,
                 .reuseport = reuseport,
                 .defer_accept_s = in->defer_accept_s,
+                .congestion = in->tcp_congestion,
             };
             int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
 
@@ -346,6 +356,7 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
             .backlog = s->cfg.backlog,
             .reuseport = reuseport,
             .defer_accept_s = in->defer_accept_s,
+            .congestion = in->tcp_congestion,
         };
         int err = cr_listener_open(&s->listen_fds[0], &lc);
 

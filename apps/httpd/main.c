@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,7 +44,7 @@
 /* Clients of an HTTP server speak first: a connection is worth accepting
  * once its request arrives (a silent one waits in the kernel, not here). */
 #define DEFAULT_DEFER_ACCEPT_S 1
-#define NOPTS                  39 /* entries in opt_defs */
+#define NOPTS                  40 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -173,6 +174,10 @@ static const struct opts_def opt_defs[] = {
         "after SECS of silence (TCP_DEFER_ACCEPT); the\n"
         "accepting thread then reads it at once (default 1;\n"
         "0: accept at once)"),
+    STRING("tcp-congestion", SCOPE_SERVER, server.tcp_congestion, "NAME",
+           "TCP congestion control of the connections: cubic,\n"
+           "reno, bbr... (default: the system's; BBR paces\n"
+           "each socket with a timer where no fq qdisc does)"),
     NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
         "stop accepting beyond N (default 10000)"),
     NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
@@ -439,6 +444,29 @@ static int read_config(struct options *o, const char *path, struct opts_err *e)
     return err;
 }
 
+/* Whether the kernel lets the listeners use congestion control name: tried
+ * on a socket of its own, so a bad name is a usage error, not a failure to
+ * listen. */
+static int check_congestion(const char *name, struct opts_err *e)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int err;
+
+    if (fd < 0)
+        return 0; /* no socket to try on: cr_server_create will say */
+    err = cr_listener_congestion(fd, name);
+    close(fd);
+    if (err == -ENOENT || err == -EINVAL)
+        return opts_fail(
+            e, "--tcp-congestion '%s': not in net.ipv4.tcp_available_congestion_control", name);
+    if (err == -EPERM)
+        return opts_fail(e, "--tcp-congestion '%s': not in net.ipv4.tcp_allowed_congestion_control",
+                         name);
+    if (err < 0)
+        return opts_fail(e, "--tcp-congestion '%s': %s", name, strerror(-err));
+    return 0;
+}
+
 /* The cross-field checks cr_server_create would refuse with -EINVAL. */
 static int check_options(const struct options *o, struct opts_err *e)
 {
@@ -448,6 +476,8 @@ static int check_options(const struct options *o, struct opts_err *e)
         return opts_fail(e, "--workers %d is above --max-workers %d", sc->workers, sc->max_workers);
     if (sc->min_spare != 0 && sc->max_spare != 0 && sc->max_spare < sc->min_spare)
         return opts_fail(e, "--max-spare %d is below --min-spare %d", sc->max_spare, sc->min_spare);
+    if (sc->tcp_congestion != NULL)
+        return check_congestion(sc->tcp_congestion, e);
     return 0;
 }
 

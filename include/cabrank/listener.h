@@ -33,6 +33,12 @@ struct cr_listener_config {
     /* TCP_DEFER_ACCEPT: hand a connection to accept() once its first data
      * has arrived, or after about this many seconds of silence; 0: at once */
     unsigned defer_accept_s;
+    /* TCP_CONGESTION, which accepted connections inherit ("cubic", "reno",
+     * "bbr": net.ipv4.tcp_available_congestion_control); NULL: the
+     * system's default. BBR without the fq qdisc paces every socket with
+     * a timer, which on loopback costs CPU and makes large transfers slow
+     * in some runs and not in others (see the README). */
+    const char *congestion;
 };
 
 /*
@@ -51,6 +57,12 @@ CR_MUST_CHECK int cr_listener_open(int *fd_out, const struct cr_listener_config 
 /* Sets TCP_DEFER_ACCEPT (see cr_listener_config) on a listening socket, one
  * opened elsewhere too. 0 or -errno. Thread-safe. */
 CR_MUST_CHECK int cr_listener_defer_accept(int fd, unsigned seconds);
+
+/* Sets TCP_CONGESTION (see cr_listener_config) on a listening socket, one
+ * opened elsewhere too. 0, -ENOENT for an algorithm the kernel does not
+ * have, -EPERM for one not in net.ipv4.tcp_allowed_congestion_control
+ * (unprivileged), or -errno. Thread-safe. */
+CR_MUST_CHECK int cr_listener_congestion(int fd, const char *name);
 
 /* Writes the bound address of a socket as "127.0.0.1:34567" or "[::1]:80".
  * -ENOSPC if buf is too small, -errno. Thread-safe. */

@@ -44,6 +44,9 @@ struct cr_server_config {
     /* TCP_DEFER_ACCEPT on every listener (cr_listener_config); the reactor
      * and lf models then read a new connection's request at once */
     unsigned defer_accept_s;
+    /* TCP_CONGESTION on every listener (cr_listener_config); NULL: the
+     * system's */
+    const char *tcp_congestion;
     const char *backend;   /* handle set; NULL: epoll */
     int threads;           /* workers; 0: number of CPUs (tpc: cap 1024) */
     const char *promotion; /* lf: native|lifo|fifo|priority|lifo-lockfree */

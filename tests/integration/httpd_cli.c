@@ -202,6 +202,7 @@ static void test_usage_errors(const char *root)
     const char *const b7[] = {"--root", root, "--min-spare", "5", "--max-spare", "2", NULL};
     const char *const b8[] = {"--root", root, "--max-requests-per-child", "x", NULL};
     const char *const b9[] = {"--root", root, "--config", "/nonexistent/cabrank.conf", NULL};
+    const char *const b10[] = {"--root", root, "--tcp-congestion", "no-such-algorithm", NULL};
 
     expect_usage_error(b1, "zero workers");
     expect_usage_error(b2, "unknown accept lock");
@@ -212,6 +213,7 @@ static void test_usage_errors(const char *root)
     expect_usage_error(b7, "max-spare below min-spare");
     expect_usage_error(b8, "bad max-requests-per-child");
     expect_usage_error(b9, "missing config file");
+    expect_usage_error(b10, "unknown congestion control");
 }
 
 static int spawn(const char *const *args, pid_t *pid, uint16_t *ports, int want, char lines[][128]);

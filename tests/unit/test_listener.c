@@ -361,6 +361,37 @@ START_TEST(defer_accept_hands_over_connections_with_data_only)
 }
 END_TEST
 
+/* Accepted connections inherit the listener's congestion control. */
+START_TEST(congestion_control_is_inherited_by_accepted_connections)
+{
+    /* reno is built into every kernel and always allowed. */
+    struct cr_listener_config cfg = {.address = "127.0.0.1:0", .congestion = "reno"};
+    struct cr_listener_config bad = {.address = "127.0.0.1:0", .congestion = "no-such-cc"};
+    char name[32] = "";
+    socklen_t len = sizeof(name);
+    int lfd;
+    int cfd;
+    int fd = -1;
+
+    ck_assert_int_eq(cr_listener_open(&lfd, &cfg), 0);
+    cfd = cr_test_connect((uint16_t)cr_listener_port(lfd));
+    ck_assert_int_ge(cfd, 0);
+    for (int i = 0; i < 200 && cr_listener_accept(lfd, &fd) == -EAGAIN; i++)
+        usleep(10 * 1000);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
+    ck_assert_str_eq(name, "reno");
+    close(fd);
+    close(cfd);
+    /* Bad names fail the open (nothing left behind) and the call. */
+    ck_assert_int_eq(cr_listener_open(&fd, &bad), -ENOENT);
+    ck_assert_int_eq(cr_listener_congestion(lfd, "no-such-cc"), -ENOENT);
+    ck_assert_int_eq(cr_listener_congestion(lfd, ""), -EINVAL);
+    ck_assert_int_eq(cr_listener_congestion(-1, "reno"), -EBADF);
+    close(lfd);
+}
+END_TEST
+
 Suite *listener_suite(void);
 Suite *listener_suite(void)
 {
@@ -382,6 +413,7 @@ Suite *listener_suite(void)
     tcase_add_test(sock, accept_returns_eagain_when_nothing_is_pending);
     tcase_add_test(sock, accepted_fd_is_nonblocking_cloexec_nodelay);
     tcase_add_test(sock, defer_accept_hands_over_connections_with_data_only);
+    tcase_add_test(sock, congestion_control_is_inherited_by_accepted_connections);
     suite_add_tcase(s, sock);
     return s;
 }
