@@ -7,11 +7,12 @@
  */
 #include "canned.h"
 
+#include <cabrank/listener.h>
+
 #include <arpa/inet.h>
 #include <assert.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,57 +207,28 @@ bool bench_canned_available(const char *name, char *why, size_t cap)
 
 /* ------------------------------------------------------------ the hidden mode */
 
-/* "127.x.y.z:PORT" into sa. A canned responder answers anything, so loopback only. */
-static int parse_listen(const char *addr, struct sockaddr_in *sa)
+/* A canned responder answers anything, so it listens on IPv4 loopback only. */
+static bool is_loopback(const char *addr)
 {
-    char host[64];
-    const char *colon = strrchr(addr, ':');
-    char *end;
-    long port;
+    struct sockaddr_storage ss;
+    socklen_t len;
 
-    if (colon == NULL || (size_t)(colon - addr) >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, addr, (size_t)(colon - addr));
-    host[colon - addr] = '\0';
-    port = strtol(colon + 1, &end, 10);
-    if (end == colon + 1 || *end != '\0' || port < 0 || port > 65535)
-        return -EINVAL;
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &sa->sin_addr) != 1 || (ntohl(sa->sin_addr.s_addr) >> 24) != 127)
-        return -EINVAL;
-    return 0;
+    if (cr_listener_parse(addr, &ss, &len) < 0 || ss.ss_family != AF_INET)
+        return false;
+    return ntohl(((const struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24 == 127;
 }
 
 /*
- * The listening socket, blocking (each backend sets what it needs). TCP_NODELAY is set here
- * because Linux copies it into every accepted socket (the child socket is a clone of the
- * listener), which saves a setsockopt per connection. TCP_DEFER_ACCEPT: accept completes only
- * once the request is there, so a Connection: close request costs accept, read, write, close.
+ * The library's listener (non-blocking, TCP_NODELAY inherited by accepted sockets, which
+ * saves a setsockopt per connection) with TCP_DEFER_ACCEPT: accept completes only once the
+ * request is there, so a Connection: close request costs accept, read, write, close.
  * Keep-alive connections pay it once.
  */
-static int open_listener(const struct sockaddr_in *sa, uint16_t *port)
+static int open_listener(const char *addr, int *fd)
 {
-    struct sockaddr_in bound;
-    socklen_t len = sizeof(bound);
-    int one = 1;
-    int err;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct cr_listener_config lc = {.address = addr, .backlog = 4096, .defer_accept_s = 1};
 
-    if (fd < 0)
-        return -errno;
-    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
-        setsockopt(fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &one, sizeof(one)) < 0 ||
-        bind(fd, (const struct sockaddr *)sa, sizeof(*sa)) < 0 || listen(fd, 4096) < 0 ||
-        getsockname(fd, (struct sockaddr *)&bound, &len) < 0) {
-        err = -errno;
-        close(fd);
-        return err;
-    }
-    *port = ntohs(bound.sin_port);
-    return fd;
+    return cr_listener_open(fd, &lc);
 }
 
 /* TERM and INT, blocked and read from a descriptor the backends wait on with everything else:
@@ -286,10 +258,9 @@ int bench_canned_main(int argc, char **argv)
     const struct bench_canned_ops *ops;
     const char *mode = NULL;
     const char *addr = NULL;
-    struct sockaddr_in sa;
+    char bound[64];
     char why[256];
-    uint16_t port = 0;
-    int lfd;
+    int lfd = -1;
     int sfd;
     int err;
 
@@ -301,8 +272,7 @@ int bench_canned_main(int argc, char **argv)
         else
             return usage();
     }
-    if (argc % 2 == 0 || mode == NULL || addr == NULL || !is_mode(mode) ||
-        parse_listen(addr, &sa) < 0)
+    if (argc % 2 == 0 || mode == NULL || addr == NULL || !is_mode(mode) || !is_loopback(addr))
         return usage();
     if (!probe_mode(mode, why, sizeof(why))) {
         fprintf(stderr, "cabrank-bench: canned-%s: not available: %s\n", mode, why);
@@ -315,14 +285,18 @@ int bench_canned_main(int argc, char **argv)
         fprintf(stderr, "cabrank-bench: canned-%s: signalfd: %s\n", mode, strerror(-sfd));
         return 1;
     }
-    lfd = open_listener(&sa, &port);
-    if (lfd < 0) {
-        fprintf(stderr, "cabrank-bench: canned-%s: listen on %s: %s\n", mode, addr, strerror(-lfd));
+    err = open_listener(addr, &lfd);
+    if (err == 0)
+        err = cr_listener_address(lfd, bound, sizeof(bound));
+    if (err < 0) {
+        fprintf(stderr, "cabrank-bench: canned-%s: listen on %s: %s\n", mode, addr, strerror(-err));
+        if (lfd >= 0)
+            close(lfd);
         close(sfd);
         return 1;
     }
     /* The lab's readiness line (run_server.c reads "listening on <addr>:<port>"). */
-    printf("canned-%s listening on %s:%u\n", mode, inet_ntoa(sa.sin_addr), (unsigned)port);
+    printf("canned-%s listening on %s\n", mode, bound);
     fflush(stdout);
     err = ops->serve(lfd, sfd);
     if (err < 0)

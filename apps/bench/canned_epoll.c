@@ -10,7 +10,6 @@
 #include "canned.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -160,7 +159,6 @@ static int serve(int lfd, int sfd)
 {
     struct epoll_event evs[MAX_EVENTS];
     struct server *s;
-    int flags;
     int err;
 
     s = calloc(1, sizeof(*s));
@@ -173,11 +171,6 @@ static int serve(int lfd, int sfd)
     if (s->conns == NULL) {
         err = -ENOMEM;
         goto out_free;
-    }
-    flags = fcntl(lfd, F_GETFL);
-    if (flags < 0 || fcntl(lfd, F_SETFL, flags | O_NONBLOCK) < 0) {
-        err = -errno;
-        goto out_free_conns;
     }
     s->ep = epoll_create1(EPOLL_CLOEXEC);
     if (s->ep < 0) {
