@@ -232,53 +232,6 @@ static void check_mode(const char *mode, const char *dir, bool available)
 
 /* ------------------------------------------------------------ the lab run */
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf != NULL)
-        buf[n] = '\0';
-    return buf;
-}
-
-/* Splits a CSV line without quotes (our names have none); returns the field count. */
-static int split_csv(char *line, char **f, int max)
-{
-    int n = 0;
-
-    f[n++] = line;
-    for (char *p = line; *p; p++) {
-        if (*p == ',') {
-            *p = '\0';
-            if (n == max)
-                return max + 1;
-            f[n++] = p + 1;
-        }
-    }
-    return n;
-}
-
-static double num(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-
-    return end == s || *end != '\0' ? -1 : v;
-}
-
 /* Rows per server: cabrank, canned-epoll, canned-uring. */
 static void check_csv(const char *dir, int rows[3])
 {
@@ -289,7 +242,7 @@ static void check_csv(const char *dir, int rows[3])
     bool first = true;
 
     snprintf(path, sizeof(path), "%s/results.csv", dir);
-    text = slurp(path);
+    text = cr_test_read_file(path, NULL);
     if (text == NULL) {
         fail("no %s", path);
         return;
@@ -305,7 +258,7 @@ static void check_csv(const char *dir, int rows[3])
             first = false;
             continue;
         }
-        n = split_csv(line, f, NFIELDS);
+        n = cr_test_split_csv(line, f, NFIELDS);
         if (n != NFIELDS) {
             fail("CSV row with %d fields, want %d", n, NFIELDS);
             continue;
@@ -319,10 +272,11 @@ static void check_csv(const char *dir, int rows[3])
         rows[k]++;
         if (strcmp(f[0], "http:hello.txt") != 0 && strcmp(f[0], "http-close:hello.txt") != 0)
             fail("%s: a row of workload '%s'", f[1], f[0]);
-        if (num(f[13]) != 0 || !(num(f[5]) > 0))
+        if (cr_test_number(f[13]) != 0 || !(cr_test_number(f[5]) > 0))
             fail("%s %s: errors '%s', req/s '%s'", f[1], f[0], f[13], f[5]);
         /* Measured: CPU, and its user and system parts (tick-sampled, so 0 is possible). */
-        if (!(num(f[10]) >= 0) || !(num(f[15]) >= 0) || !(num(f[16]) >= 0))
+        if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[15]) >= 0) ||
+            !(cr_test_number(f[16]) >= 0))
             fail("%s %s: cpu '%s' user '%s' sys '%s'", f[1], f[0], f[10], f[15], f[16]);
     }
     if (first)
@@ -381,7 +335,7 @@ static void check_lab(const char *dir, bool uring)
     check_csv(out, rows);
     if (rows[0] != 2 || rows[1] != 2)
         fail("rows: cabrank %d, canned-epoll %d; want 2 each", rows[0], rows[1]);
-    errtext = slurp(err_path);
+    errtext = cr_test_read_file(err_path, NULL);
     if (uring && rows[2] != 2)
         fail("canned-uring: %d rows, want 2", rows[2]);
     if (!uring &&

@@ -49,56 +49,6 @@ static void fail(const char *fmt, ...)
     failures++;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "r");
-    char *buf;
-    long n;
-
-    if (f == NULL)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    if (buf != NULL) {
-        buf[n] = '\0';
-        if (len != NULL)
-            *len = (size_t)n;
-    }
-    return buf;
-}
-
-/* Splits a CSV line without quotes (our names have none) into fields; returns their count. */
-static int split_csv(char *line, char **f, int max)
-{
-    int n = 0;
-
-    f[n++] = line;
-    for (char *p = line; *p; p++) {
-        if (*p == ',') {
-            *p = '\0';
-            if (n == max)
-                return max + 1;
-            f[n++] = p + 1;
-        }
-    }
-    return n;
-}
-
-static double num(const char *s)
-{
-    char *end;
-    double v = strtod(s, &end);
-
-    return end == s || *end != '\0' ? -1 : v;
-}
-
 static void check_csv(const char *dir)
 {
     char path[PATH_MAX];
@@ -108,7 +58,7 @@ static void check_csv(const char *dir)
     bool first = true;
 
     snprintf(path, sizeof(path), "%s/results.csv", dir);
-    text = slurp(path, NULL);
+    text = cr_test_read_file(path, NULL);
     if (text == NULL) {
         fail("no %s", path);
         return;
@@ -124,7 +74,7 @@ static void check_csv(const char *dir)
             first = false;
             continue;
         }
-        n = split_csv(line, f, NFIELDS);
+        n = cr_test_split_csv(line, f, NFIELDS);
         if (n != NFIELDS) {
             fail("CSV row with %d fields", n);
             continue;
@@ -141,25 +91,27 @@ static void check_csv(const char *dir)
         if (strcmp(f[1], "cabrank") != 0 ||
             (strcmp(f[2], "lf:lifo") != 0 && strcmp(f[2], "hshr") != 0))
             fail("%s: server '%s' config '%s'", f[0], f[1], f[2]);
-        if (num(f[13]) != 0)
+        if (cr_test_number(f[13]) != 0)
             fail("%s %s: errors '%s'", f[0], f[2], f[13]);
         /* Percentiles measured and in order. */
-        if (!(num(f[6]) > 0 && num(f[6]) <= num(f[7]) && num(f[7]) <= num(f[8]) &&
-              num(f[8]) <= num(f[9])))
+        if (!(cr_test_number(f[6]) > 0 && cr_test_number(f[6]) <= cr_test_number(f[7]) &&
+              cr_test_number(f[7]) <= cr_test_number(f[8]) &&
+              cr_test_number(f[8]) <= cr_test_number(f[9])))
             fail("%s %s: percentiles %s %s %s %s", f[0], f[2], f[6], f[7], f[8], f[9]);
         if (strncmp(f[0], "interval:", 9) == 0) {
-            if (num(f[5]) != 0)
+            if (cr_test_number(f[5]) != 0)
                 fail("%s: rps '%s', want 0", f[0], f[5]);
         } else {
-            if (!(num(f[5]) > 0))
+            if (!(cr_test_number(f[5]) > 0))
                 fail("%s %s: rps '%s'", f[0], f[2], f[5]);
             /* CPU time comes in clock ticks (10 ms): a short light point may show 0. */
-            if (!(num(f[10]) >= 0) || !(num(f[11]) >= 0) || !(num(f[12]) > 0))
+            if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[11]) >= 0) ||
+                !(cr_test_number(f[12]) > 0))
                 fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
-            if (!(num(f[15]) >= 0) || !(num(f[16]) >= 0))
+            if (!(cr_test_number(f[15]) >= 0) || !(cr_test_number(f[16]) >= 0))
                 fail("%s %s: user '%s' sys '%s'", f[0], f[2], f[15], f[16]);
         }
-        if (strcmp(f[0], "line-open") == 0 && num(f[4]) != 500)
+        if (strcmp(f[0], "line-open") == 0 && cr_test_number(f[4]) != 500)
             fail("line-open: rate '%s', want 500", f[4]);
     }
     if (first)
@@ -301,7 +253,7 @@ static void check_svg(const char *dir, const char *workload)
         name[k++] = isalnum((unsigned char)*p) || strchr("._-", *p) ? *p : '-';
     name[k] = '\0';
     snprintf(path, sizeof(path), "%s/plot-%s.svg", dir, name);
-    text = slurp(path, NULL);
+    text = cr_test_read_file(path, NULL);
     if (text == NULL) {
         fail("no %s", path);
         return;
@@ -322,7 +274,7 @@ static void check_md(const char *dir)
     char *text;
 
     snprintf(path, sizeof(path), "%s/results.md", dir);
-    text = slurp(path, NULL);
+    text = cr_test_read_file(path, NULL);
     if (text == NULL) {
         fail("no %s", path);
         return;

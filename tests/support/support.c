@@ -34,6 +34,54 @@ bool cr_test_read_small(const char *path, char *buf, size_t cap)
     return true;
 }
 
+char *cr_test_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = NULL;
+    long n;
+
+    if (f == NULL)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+        buf = malloc((size_t)n + 1);
+        if (buf != NULL && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+            free(buf);
+            buf = NULL;
+        }
+        if (buf != NULL) {
+            buf[n] = '\0';
+            if (len != NULL)
+                *len = (size_t)n;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+int cr_test_split_csv(char *line, char **f, int max)
+{
+    int n = 0;
+
+    f[n++] = line;
+    for (char *p = line; *p; p++) {
+        if (*p == ',') {
+            *p = '\0';
+            if (n == max)
+                return max + 1;
+            f[n++] = p + 1;
+        }
+    }
+    return n;
+}
+
+double cr_test_number(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+
+    return end == s || *end != '\0' ? -1 : v;
+}
+
 bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid)
 {
     char path[64];

@@ -51,6 +51,17 @@ bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid);
  * string. False if it cannot be opened or is empty. */
 bool cr_test_read_small(const char *path, char *buf, size_t cap);
 
+/* The whole file at path, NUL-terminated, its length in *len (may be NULL);
+ * the caller frees it. NULL if it cannot be read. */
+char *cr_test_read_file(const char *path, size_t *len);
+
+/* Splits a CSV line without quotes into f[] (in place); returns the field
+ * count, or max + 1 when there are more than max. */
+int cr_test_split_csv(char *line, char **f, int max);
+
+/* A whole-field decimal number, or -1 for anything else (empty too). */
+double cr_test_number(const char *s);
+
 /* Whether pid has ended: gone, or a zombie (which holds no socket, lock or
  * file any more). */
 bool cr_test_proc_is_gone(pid_t pid);

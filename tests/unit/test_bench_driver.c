@@ -276,8 +276,6 @@ START_TEST(peer_configuration_serves_the_port_and_root)
         char conf[PATH_MAX + 32];
         char root[PATH_MAX + 32];
         char *text;
-        FILE *f;
-        long n;
 
         if (!bench_peer_installed(bench_peer_names[i]))
             continue;
@@ -285,14 +283,8 @@ START_TEST(peer_configuration_serves_the_port_and_root)
         ck_assert_int_eq(bench_peer_prepare(bench_peer_names[i], dir, 18123, &cmd), 0);
         ck_assert_ptr_nonnull(cmd.argv[0]);
         snprintf(conf, sizeof(conf), "%s/%s.conf", dir, bench_peer_names[i]);
-        f = fopen(conf, "r");
-        ck_assert_ptr_nonnull(f);
-        fseek(f, 0, SEEK_END);
-        n = ftell(f);
-        rewind(f);
-        text = calloc(1, (size_t)n + 1);
-        ck_assert_int_eq((long)fread(text, 1, (size_t)n, f), n);
-        fclose(f);
+        text = cr_test_read_file(conf, NULL);
+        ck_assert_ptr_nonnull(text);
         snprintf(root, sizeof(root), "%s/www", dir);
         ck_assert_msg(strstr(text, "18123") != NULL, "%s: no port", conf);
         ck_assert_msg(strstr(text, root) != NULL, "%s: no root", conf);
