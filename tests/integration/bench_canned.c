@@ -233,55 +233,43 @@ static void check_mode(const char *mode, const char *dir, bool available)
 /* ------------------------------------------------------------ the lab run */
 
 /* Rows per server: cabrank, canned-epoll, canned-uring. */
-static void check_csv(const char *dir, int rows[3])
+/* One row: of a canned peer or cabrank, on a hello.txt workload, measured. */
+static void check_row(char **f, void *arg)
 {
     static const char *const servers[3] = {"cabrank", "canned-epoll", "canned-uring"};
-    char path[PATH_MAX + 16];
-    char *save = NULL;
-    char *text;
-    bool first = true;
+    int *rows = arg;
+    int k;
 
-    snprintf(path, sizeof(path), "%s/results.csv", dir);
-    text = cr_test_read_file(path, NULL);
-    if (text == NULL) {
-        fail("no %s", path);
+    for (k = 0; k < 3 && strcmp(f[1], servers[k]) != 0; k++)
+        ;
+    if (k == 3) {
+        fail("a row of server '%s'", f[1]);
         return;
     }
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *f[NFIELDS + 1];
-        int n;
-        int k;
+    rows[k]++;
+    if (strcmp(f[0], "http:hello.txt") != 0 && strcmp(f[0], "http-close:hello.txt") != 0)
+        fail("%s: a row of workload '%s'", f[1], f[0]);
+    if (cr_test_number(f[13]) != 0 || !(cr_test_number(f[5]) > 0))
+        fail("%s %s: errors '%s', req/s '%s'", f[1], f[0], f[13], f[5]);
+    /* Measured: CPU, and its user and system parts (tick-sampled, so 0 is possible). */
+    if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[15]) >= 0) ||
+        !(cr_test_number(f[16]) >= 0))
+        fail("%s %s: cpu '%s' user '%s' sys '%s'", f[1], f[0], f[10], f[15], f[16]);
+}
 
-        if (first) {
-            if (strcmp(line, header) != 0)
-                fail("CSV header is '%s'", line);
-            first = false;
-            continue;
-        }
-        n = cr_test_split_csv(line, f, NFIELDS);
-        if (n != NFIELDS) {
-            fail("CSV row with %d fields, want %d", n, NFIELDS);
-            continue;
-        }
-        for (k = 0; k < 3 && strcmp(f[1], servers[k]) != 0; k++)
-            ;
-        if (k == 3) {
-            fail("a row of server '%s'", f[1]);
-            continue;
-        }
-        rows[k]++;
-        if (strcmp(f[0], "http:hello.txt") != 0 && strcmp(f[0], "http-close:hello.txt") != 0)
-            fail("%s: a row of workload '%s'", f[1], f[0]);
-        if (cr_test_number(f[13]) != 0 || !(cr_test_number(f[5]) > 0))
-            fail("%s %s: errors '%s', req/s '%s'", f[1], f[0], f[13], f[5]);
-        /* Measured: CPU, and its user and system parts (tick-sampled, so 0 is possible). */
-        if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[15]) >= 0) ||
-            !(cr_test_number(f[16]) >= 0))
-            fail("%s %s: cpu '%s' user '%s' sys '%s'", f[1], f[0], f[10], f[15], f[16]);
-    }
-    if (first)
+/* Rows per server: cabrank, canned-epoll, canned-uring. */
+static void check_csv(const char *dir, int rows[3])
+{
+    char path[PATH_MAX + 16];
+    char why[PATH_MAX + 64];
+    int n;
+
+    snprintf(path, sizeof(path), "%s/results.csv", dir);
+    n = cr_test_csv_rows(path, header, NFIELDS, check_row, rows, why, sizeof(why));
+    if (n < 0)
+        fail("%s", why);
+    else if (n == 0)
         fail("results.csv is empty");
-    free(text);
 }
 
 static void check_lab(const char *dir, bool uring)

@@ -49,78 +49,64 @@ static void fail(const char *fmt, ...)
     failures++;
 }
 
+/* One row: a workload asked for, of cabrank, measured and consistent. */
+static void check_row(char **f, void *arg)
+{
+    int *rows = arg;
+    size_t w;
+
+    for (w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
+        if (strcmp(f[0], workloads[w]) == 0)
+            break;
+    }
+    if (w == sizeof(workloads) / sizeof(workloads[0])) {
+        fail("CSV row of an unasked workload '%s'", f[0]);
+        return;
+    }
+    rows[w]++;
+    if (strcmp(f[1], "cabrank") != 0 || (strcmp(f[2], "lf:lifo") != 0 && strcmp(f[2], "hshr") != 0))
+        fail("%s: server '%s' config '%s'", f[0], f[1], f[2]);
+    if (cr_test_number(f[13]) != 0)
+        fail("%s %s: errors '%s'", f[0], f[2], f[13]);
+    /* Percentiles measured and in order. */
+    if (!(cr_test_number(f[6]) > 0 && cr_test_number(f[6]) <= cr_test_number(f[7]) &&
+          cr_test_number(f[7]) <= cr_test_number(f[8]) &&
+          cr_test_number(f[8]) <= cr_test_number(f[9])))
+        fail("%s %s: percentiles %s %s %s %s", f[0], f[2], f[6], f[7], f[8], f[9]);
+    if (strncmp(f[0], "interval:", 9) == 0) {
+        if (cr_test_number(f[5]) != 0)
+            fail("%s: rps '%s', want 0", f[0], f[5]);
+    } else {
+        if (!(cr_test_number(f[5]) > 0))
+            fail("%s %s: rps '%s'", f[0], f[2], f[5]);
+        /* CPU time comes in clock ticks (10 ms): a short light point may show 0. */
+        if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[11]) >= 0) ||
+            !(cr_test_number(f[12]) > 0))
+            fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
+        if (!(cr_test_number(f[15]) >= 0) || !(cr_test_number(f[16]) >= 0))
+            fail("%s %s: user '%s' sys '%s'", f[0], f[2], f[15], f[16]);
+    }
+    if (strcmp(f[0], "line-open") == 0 && cr_test_number(f[4]) != 500)
+        fail("line-open: rate '%s', want 500", f[4]);
+}
+
 static void check_csv(const char *dir)
 {
     char path[PATH_MAX];
+    char why[PATH_MAX + 64];
     int rows[sizeof(workloads) / sizeof(workloads[0])] = {0};
-    char *text;
-    char *save = NULL;
-    bool first = true;
+    int n;
 
     snprintf(path, sizeof(path), "%s/results.csv", dir);
-    text = cr_test_read_file(path, NULL);
-    if (text == NULL) {
-        fail("no %s", path);
-        return;
-    }
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *f[NFIELDS + 1];
-        int n;
-        size_t w;
-
-        if (first) {
-            if (strcmp(line, header) != 0)
-                fail("CSV header is '%s'", line);
-            first = false;
-            continue;
-        }
-        n = cr_test_split_csv(line, f, NFIELDS);
-        if (n != NFIELDS) {
-            fail("CSV row with %d fields", n);
-            continue;
-        }
-        for (w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
-            if (strcmp(f[0], workloads[w]) == 0)
-                break;
-        }
-        if (w == sizeof(workloads) / sizeof(workloads[0])) {
-            fail("CSV row of an unasked workload '%s'", f[0]);
-            continue;
-        }
-        rows[w]++;
-        if (strcmp(f[1], "cabrank") != 0 ||
-            (strcmp(f[2], "lf:lifo") != 0 && strcmp(f[2], "hshr") != 0))
-            fail("%s: server '%s' config '%s'", f[0], f[1], f[2]);
-        if (cr_test_number(f[13]) != 0)
-            fail("%s %s: errors '%s'", f[0], f[2], f[13]);
-        /* Percentiles measured and in order. */
-        if (!(cr_test_number(f[6]) > 0 && cr_test_number(f[6]) <= cr_test_number(f[7]) &&
-              cr_test_number(f[7]) <= cr_test_number(f[8]) &&
-              cr_test_number(f[8]) <= cr_test_number(f[9])))
-            fail("%s %s: percentiles %s %s %s %s", f[0], f[2], f[6], f[7], f[8], f[9]);
-        if (strncmp(f[0], "interval:", 9) == 0) {
-            if (cr_test_number(f[5]) != 0)
-                fail("%s: rps '%s', want 0", f[0], f[5]);
-        } else {
-            if (!(cr_test_number(f[5]) > 0))
-                fail("%s %s: rps '%s'", f[0], f[2], f[5]);
-            /* CPU time comes in clock ticks (10 ms): a short light point may show 0. */
-            if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[11]) >= 0) ||
-                !(cr_test_number(f[12]) > 0))
-                fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
-            if (!(cr_test_number(f[15]) >= 0) || !(cr_test_number(f[16]) >= 0))
-                fail("%s %s: user '%s' sys '%s'", f[0], f[2], f[15], f[16]);
-        }
-        if (strcmp(f[0], "line-open") == 0 && cr_test_number(f[4]) != 500)
-            fail("line-open: rate '%s', want 500", f[4]);
-    }
-    if (first)
+    n = cr_test_csv_rows(path, header, NFIELDS, check_row, rows, why, sizeof(why));
+    if (n < 0)
+        fail("%s", why);
+    else if (n == 0)
         fail("results.csv is empty");
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
         if (rows[w] != 2)
             fail("%s: %d rows, want 2", workloads[w], rows[w]);
     }
-    free(text);
 }
 
 /* ------------------------------------------------------------ a small XML checker */

@@ -82,6 +82,40 @@ double cr_test_number(const char *s)
     return end == s || *end != '\0' ? -1 : v;
 }
 
+int cr_test_csv_rows(const char *path, const char *header, int nfields,
+                     void (*row)(char **f, void *arg), void *arg, char *why, size_t cap)
+{
+    char *text = cr_test_read_file(path, NULL);
+    char *save = NULL;
+    char *line;
+    int rows = 0;
+
+    if (text == NULL) {
+        snprintf(why, cap, "cannot read %s", path);
+        return -1;
+    }
+    line = strtok_r(text, "\n", &save);
+    if (line == NULL || strcmp(line, header) != 0) {
+        snprintf(why, cap, "%s: header is '%s'", path, line != NULL ? line : "");
+        free(text);
+        return -1;
+    }
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        char *f[33];
+        int n = cr_test_split_csv(line, f, nfields < 32 ? nfields : 32);
+
+        if (n != nfields) {
+            snprintf(why, cap, "%s: row %d has %d fields, want %d", path, rows + 1, n, nfields);
+            free(text);
+            return -1;
+        }
+        row(f, arg);
+        rows++;
+    }
+    free(text);
+    return rows;
+}
+
 bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid)
 {
     char path[64];

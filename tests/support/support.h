@@ -62,6 +62,16 @@ int cr_test_split_csv(char *line, char **f, int max);
 /* A whole-field decimal number, or -1 for anything else (empty too). */
 double cr_test_number(const char *s);
 
+/*
+ * Reads the CSV file at path (no quoted fields): its first line must be
+ * header, every later non-empty line nfields fields (at most 32), each
+ * handed to row(f, arg) in order. Returns the rows handed over, or -1 with
+ * why (cap bytes) filled: unreadable, no or another header, a row with
+ * another field count (the rows before it were handed over).
+ */
+int cr_test_csv_rows(const char *path, const char *header, int nfields,
+                     void (*row)(char **f, void *arg), void *arg, char *why, size_t cap);
+
 /* Whether pid has ended: gone, or a zombie (which holds no socket, lock or
  * file any more). */
 bool cr_test_proc_is_gone(pid_t pid);
