@@ -335,16 +335,6 @@ static void check_lab(const char *dir, bool uring)
     free(errtext);
 }
 
-static void remove_dir(const char *dir)
-{
-    char cmd[PATH_MAX + 16];
-
-    /* Our own mkdtemp directory: the responders' logs and the lab's outputs. */
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(void)
 {
     char bench[PATH_MAX];
@@ -372,7 +362,8 @@ int main(void)
     check_mode("epoll", dir, true);
     check_mode("uring", dir, uring);
     check_lab(dir, uring);
-    remove_dir(dir);
+    if (cr_test_rmtree(dir) < 0)
+        fprintf(stderr, "could not remove %s\n", dir);
     if (failures > 0) {
         fprintf(stderr, "bench_canned: %d failures\n", failures);
         return 1;

@@ -274,16 +274,6 @@ static void check_md(const char *dir)
     free(text);
 }
 
-static void remove_dir(const char *dir)
-{
-    char cmd[PATH_MAX + 16];
-
-    /* Our own mkdtemp directory; its files are the run's outputs. */
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "could not remove %s\n", dir);
-}
-
 int main(void)
 {
     char bench[PATH_MAX];
@@ -347,7 +337,8 @@ int main(void)
     check_md(dir);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++)
         check_svg(dir, workloads[w]);
-    remove_dir(dir);
+    if (cr_test_rmtree(dir) < 0)
+        fprintf(stderr, "could not remove %s\n", dir);
     if (failures > 0) {
         fprintf(stderr, "bench_smoke: %d failures\n", failures);
         return 1;

@@ -602,6 +602,6 @@ int main(void)
         fprintf(stderr, "httpd_cli: %d check(s) failed\n", hc_failures);
     }
 out:
-    hc_rmtree(dir);
+    (void)cr_test_rmtree(dir);
     return rc;
 }

@@ -14,7 +14,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,20 +96,6 @@ static inline void hc_pattern(unsigned char *buf, size_t len, unsigned seed)
 {
     for (size_t i = 0; i < len; i++)
         buf[i] = (unsigned char)((i * 7 + seed + i / 251) % 251);
-}
-
-static inline int hc_rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path) < 0 ? -1 : 0;
-}
-
-/* Removes a directory tree (not following symlinks). */
-static inline void hc_rmtree(const char *dir)
-{
-    (void)nftw(dir, hc_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* ------------------------------------------------------------------ the server */

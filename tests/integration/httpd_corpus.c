@@ -278,7 +278,7 @@ int main(void)
     } else {
         fprintf(stderr, "httpd_corpus: %d check(s) failed\n", hc_failures);
     }
-    hc_rmtree(root);
+    (void)cr_test_rmtree(root);
     free_corpus();
     return rc;
 }

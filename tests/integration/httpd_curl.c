@@ -227,6 +227,6 @@ int main(void)
         fprintf(stderr, "httpd_curl: %d check(s) failed\n", hc_failures);
     }
 out_rm:
-    hc_rmtree(dir);
+    (void)cr_test_rmtree(dir);
     return rc;
 }

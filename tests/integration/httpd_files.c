@@ -396,7 +396,7 @@ int main(void)
     }
 out:
     if (root[0] != '\0')
-        hc_rmtree(root);
+        (void)cr_test_rmtree(root);
     free(bigdata);
     return rc;
 }

@@ -177,6 +177,6 @@ int main(void)
     } else {
         fprintf(stderr, "httpd_limits: %d check(s) failed\n", hc_failures);
     }
-    hc_rmtree(root);
+    (void)cr_test_rmtree(root);
     return rc;
 }

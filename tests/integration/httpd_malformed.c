@@ -253,6 +253,6 @@ int main(void)
         fprintf(stderr, "httpd_malformed: %d check(s) failed\n", hc_failures);
     }
 out:
-    hc_rmtree(root);
+    (void)cr_test_rmtree(root);
     return rc;
 }

@@ -198,7 +198,7 @@ int main(void)
         fprintf(stderr, "httpd_status_chromium: %d check(s) failed\n", hc_failures);
     }
 out:
-    hc_rmtree(dir);
+    (void)cr_test_rmtree(dir);
     free(dom);
     return rc;
 }

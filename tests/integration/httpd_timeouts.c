@@ -365,7 +365,7 @@ int main(void)
         fprintf(stderr, "httpd_timeouts: %d check(s) failed\n", hc_failures);
     }
 out:
-    hc_rmtree(base);
+    (void)cr_test_rmtree(base);
     free(big);
     return rc;
 }

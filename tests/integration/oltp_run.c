@@ -177,7 +177,7 @@ out:
     /* Each must stop on TERM and exit 0. */
     CHECK(hc_stop_sig(&gateway, SIGTERM, cr_test_tmo(10000)) == 0, "cabrank-gateway: TERM, exit 0");
     CHECK(hc_stop_sig(&ledger, SIGTERM, cr_test_tmo(10000)) == 0, "cabrank-ledger: TERM, exit 0");
-    hc_rmtree(dir);
+    (void)cr_test_rmtree(dir);
     fprintf(stderr, "oltp_run: %s\n", hc_failures == 0 ? "pass" : "FAIL");
     return hc_failures == 0 ? 0 : 1;
 }

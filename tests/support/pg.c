@@ -79,20 +79,6 @@ static int find_bin_dir(char *bin, size_t cap)
     return best < 0 ? -ENOENT : 0;
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-static void remove_tree(const char *dir)
-{
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
 /* Prints the end of the server's log, which says why it failed. */
 static void print_log_tail(const struct cr_test_pg *pg)
 {
@@ -349,7 +335,7 @@ out_log:
     fprintf(stderr, "cr_test_pg_start: %s\n", strerror(-err));
     print_log_tail(pg);
 out_remove:
-    remove_tree(pg->dir);
+    (void)cr_test_rmtree(pg->dir);
     pg->dir[0] = '\0';
     return err;
 }
@@ -437,7 +423,7 @@ void cr_test_pg_stop(struct cr_test_pg *pg)
         pg->pid = 0;
     }
     if (pg->dir[0] != '\0') {
-        remove_tree(pg->dir);
+        (void)cr_test_rmtree(pg->dir);
         pg->dir[0] = '\0';
     }
 }

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -32,6 +33,28 @@ bool cr_test_read_small(const char *path, char *buf, size_t cap)
         return false;
     buf[n] = '\0';
     return true;
+}
+
+static int rmtree_err;
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    if (remove(path) < 0 && rmtree_err == 0)
+        rmtree_err = -errno;
+    return 0; /* on with the rest */
+}
+
+int cr_test_rmtree(const char *dir)
+{
+    /* Test processes are single-threaded where they clean up; nftw has no
+     * argument to carry the error in. */
+    rmtree_err = 0;
+    if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) < 0)
+        return -errno;
+    return rmtree_err;
 }
 
 char *cr_test_read_file(const char *path, size_t *len)

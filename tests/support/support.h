@@ -51,6 +51,10 @@ bool cr_test_proc_stat(pid_t pid, char *state, pid_t *ppid);
  * string. False if it cannot be opened or is empty. */
 bool cr_test_read_small(const char *path, char *buf, size_t cap);
 
+/* Removes the tree at dir, not following symlinks. 0, or -errno of the
+ * first entry that could not be removed (the rest are still tried). */
+int cr_test_rmtree(const char *dir);
+
 /* The whole file at path, NUL-terminated, its length in *len (may be NULL);
  * the caller frees it. NULL if it cannot be read. */
 char *cr_test_read_file(const char *path, size_t *len);

@@ -6,10 +6,10 @@
  * unless allowed) under both openat2 and the component walk.
  */
 #include "../../apps/httpd/http_path.h"
+#include "../support/support.h"
 
 #include <check.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,14 +245,6 @@ END_TEST
 
 static char tmpdir[PATH_MAX];
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static void write_file(const char *path, const char *content)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -312,7 +304,7 @@ static int make_tree(void)
 static void remove_tree(int root)
 {
     close(root);
-    nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    ck_assert_int_eq(cr_test_rmtree(tmpdir), 0);
 }
 
 /* Opens path and returns its first bytes in buf, or the error. */

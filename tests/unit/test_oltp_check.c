@@ -9,6 +9,7 @@
  */
 #include "../../apps/oltp/ledger_db.h"
 #include "../../apps/oltp/oltp_check.h"
+#include "../support/support.h"
 
 #include <check.h>
 #include <sqlite3.h>
@@ -114,10 +115,7 @@ static void fixture_init(struct fixture *fx)
 
 static void fixture_fini(struct fixture *fx)
 {
-    char cmd[256];
-
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
-    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(cr_test_rmtree(fx->dir), 0);
 }
 
 /* Runs sql on the database file directly, as a damaged disk or a buggy
