@@ -153,12 +153,15 @@ else
 fi
 
 # ASan's runner is the longest (about 10 min alone, against 3 for release
-# and 6 for TSan), so it runs as two halves of the suites (CR_TEST_SHARD,
-# runner.c): the machine is half idle while the runners wait.
+# and 6 for TSan), so two runners share its suites through a queue file
+# (CR_TEST_QUEUE, runner.c), each taking the next suite as it gets free:
+# the machine is half idle while the runners wait.
+asan_queue=$(unit_file asan "$B/asan" queue)
+: >"$asan_queue"
 unit_pids=()
 unit_start release release "$B" CK_TIMEOUT_MULTIPLIER=2
-unit_start "asan 1/2" asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3 CR_TEST_SHARD=0/2
-unit_start "asan 2/2" asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3 CR_TEST_SHARD=1/2
+unit_start "asan 1/2" asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3 CR_TEST_QUEUE="$asan_queue"
+unit_start "asan 2/2" asan "$B/asan" CK_TIMEOUT_MULTIPLIER=3 CR_TEST_QUEUE="$asan_queue"
 unit_start tsan tsan "$B/tsan" CK_TIMEOUT_MULTIPLIER=10
 unit_finish release "$B" "${unit_pids[0]}"
 unit_finish "asan 1/2" "$B/asan" "${unit_pids[1]}"
