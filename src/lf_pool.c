@@ -215,6 +215,7 @@
 #include "os/clock_internal.h"
 #include "os/sync_internal.h"
 #include "reactor_internal.h"
+#include "role_internal.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -311,12 +312,9 @@ struct lf_slot {
      * it is given back (pairs with the next lender's acquire). */
     int lent;
 
-    /* Statistics: written by the slot's thread with relaxed atomic stores,
-     * read by cr_lf_pool_stats with relaxed loads; they order nothing. */
-    int role;
-    uint64_t events;
-    uint64_t since; /* when role began */
-    uint64_t role_ns[CR_ROLE_COUNT];
+    /* Statistics: the slot's thread's role clock (role_internal.h: written
+     * by that thread, read by cr_lf_pool_stats; they order nothing). */
+    struct cr__role_clock clock;
 } __attribute__((aligned(CACHE_LINE)));
 
 struct lf_group {
@@ -441,33 +439,6 @@ static int leave_reason(const struct cr_lf_pool *p, const struct frame *f)
     if (f->deadline != 0 && cr_clock_now_ns() >= f->deadline)
         return LEAVE_TIMEOUT;
     return STAY;
-}
-
-/* Accounts the time spent in the current role up to now (a cr_clock_now_ns()
- * reading) and enters role. Slot's thread only. */
-static void set_role_at(struct lf_slot *s, enum cr_role role, uint64_t now)
-{
-    /* Relaxed: our own values (only this thread writes them). */
-    int old = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
-    uint64_t since;
-    uint64_t acc;
-
-    if (old == (int)role)
-        return;
-    since = __atomic_load_n(&s->since, __ATOMIC_RELAXED);
-    acc = __atomic_load_n(&s->role_ns[old], __ATOMIC_RELAXED);
-    /* Relaxed stores: statistics read by cr_lf_pool_stats, ordering nothing. */
-    __atomic_store_n(&s->role_ns[old], acc + (now - since), __ATOMIC_RELAXED);
-    __atomic_store_n(&s->since, now, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->role, (int)role, __ATOMIC_RELAXED);
-}
-
-/* As set_role_at, now. */
-static void set_role(struct lf_slot *s, enum cr_role role)
-{
-    /* Relaxed: our own value. A loop that stays put reads no clock. */
-    if (__atomic_load_n(&s->role, __ATOMIC_RELAXED) != (int)role)
-        set_role_at(s, role, cr_clock_now_ns());
 }
 
 /* Moves the leadership of reactor r from slot `from` to slot `to` (NO_SLOT:
@@ -702,14 +673,14 @@ static int follow_locked(struct cr_lf_pool *p, struct lf_slot *s, const struct f
             else
                 list_insert(p, g, s, again);
             /* After parking: a FOLLOWER seen in the stats is in the structure. */
-            set_role(s, CR_ROLE_FOLLOWER);
+            cr__role_set(&s->clock, CR_ROLE_FOLLOWER);
         }
         wait_on(p->order == ORDER_NATIVE ? &g->cv : &s->cv, &g->lock, f->deadline);
     }
     unpark(p, g, s);
     /* seq_cst: the first half of the Dekker pair with cr_lf_pool_notify. */
     __atomic_store_n(&s->leading, r, __ATOMIC_SEQ_CST);
-    set_role(s, CR_ROLE_LEADER);
+    cr__role_set(&s->clock, CR_ROLE_LEADER);
     cr_mutex_unlock(&g->lock);
     *r_out = (unsigned)r;
     return STAY;
@@ -848,7 +819,7 @@ static int follow_lockfree(struct cr_lf_pool *p, struct lf_slot *s, const struct
         if (lead_or_push(g, s, false))
             goto out_lead;
     }
-    set_role(s, CR_ROLE_FOLLOWER);
+    cr__role_set(&s->clock, CR_ROLE_FOLLOWER);
     for (;;) {
         cr_mutex_lock(&s->mu);
         for (;;) {
@@ -886,7 +857,7 @@ out_lead:
     move_lead(p, g->first, NO_SLOT, (int)s->idx);
     /* seq_cst: the first half of the Dekker pair with cr_lf_pool_notify. */
     __atomic_store_n(&s->leading, (int)g->first, __ATOMIC_SEQ_CST);
-    set_role(s, CR_ROLE_LEADER);
+    cr__role_set(&s->clock, CR_ROLE_LEADER);
     *r_out = g->first;
     return STAY;
 }
@@ -1105,7 +1076,7 @@ static void unlead(struct cr_lf_pool *p, struct lf_slot *s, unsigned r, bool dis
                    uint64_t now)
 {
     /* Stop being LEADER in the stats before anyone else can start. */
-    set_role_at(s, CR_ROLE_PROCESSING, now);
+    cr__role_set_at(&s->clock, CR_ROLE_PROCESSING, now);
     if (p->order == ORDER_LOCKFREE)
         unlead_lockfree(p, s, r);
     else
@@ -1142,7 +1113,7 @@ static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, 
      * dispatched even if the pool stops meanwhile. */
     unlead(p, s, r, true, ev.taken_ns); /* processing since the event was taken */
     cr_reactor_dispatch(re, &ev);
-    __atomic_fetch_add(&s->events, 1, __ATOMIC_RELAXED); /* a statistic */
+    cr__role_event(&s->clock);
     return STAY;
 }
 
@@ -1170,7 +1141,7 @@ static void *thread_main(void *arg)
     if (p->on_thread_start != NULL)
         p->on_thread_start(s->idx, p->thread_arg);
     (void)serve(p, s, &f); /* only stop ends it */
-    set_role(s, CR_ROLE_STOPPED);
+    cr__role_set(&s->clock, CR_ROLE_STOPPED);
     if (p->on_thread_stop != NULL)
         p->on_thread_stop(s->idx, p->thread_arg);
     tls_slot = NULL;
@@ -1243,8 +1214,7 @@ static int init_slot(struct cr_lf_pool *p, unsigned i, const int *priorities)
         s->priority = priorities != NULL ? priorities[i] : -(int)i;
     s->promoted = NO_SLOT;
     s->leading = -1;
-    s->role = CR_ROLE_IDLE;
-    s->since = cr_clock_now_ns();
+    cr__role_set(&s->clock, CR_ROLE_IDLE); /* idle from create to start */
     err = cr_mutex_init(&s->mu);
     if (err < 0)
         return err;
@@ -1489,7 +1459,7 @@ int cr_lf_pool_join(struct cr_lf_pool *p, int timeout_ms)
         return -EBUSY;
     tls_slot = s;
     reason = serve(p, s, &f);
-    set_role(s, CR_ROLE_IDLE);
+    cr__role_set(&s->clock, CR_ROLE_IDLE);
     tls_slot = prev;
     /* release pairs with the next lender's acquire CAS. */
     __atomic_store_n(&s->lent, 0, __ATOMIC_RELEASE);
@@ -1521,8 +1491,8 @@ int cr_lf_pool_wait(struct cr_lf_pool *p, struct cr_lf_waiter *w, int timeout_ms
         __atomic_store_n(&w->thread, (int)s->idx, __ATOMIC_RELAXED);
     reason = serve(p, s, &f);
     now = cr_clock_now_ns();
-    set_role_at(s, CR_ROLE_PROCESSING, now); /* back in the handler */
-    cr__clock_event_resume(now);             /* whose timeouts count from here */
+    cr__role_set_at(&s->clock, CR_ROLE_PROCESSING, now); /* back in the handler */
+    cr__clock_event_resume(now);                         /* whose timeouts count from here */
     if (reason == LEAVE_DONE)
         return 0;
     return reason == LEAVE_STOP ? -ECANCELED : -ETIMEDOUT;
@@ -1611,21 +1581,11 @@ unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,
             workers[l].role = CR_ROLE_LEADER;
     }
     for (unsigned i = 0; i < m; i++) {
-        const struct lf_slot *s = &p->slots[i];
-        int role = __atomic_load_n(&s->role, __ATOMIC_RELAXED);
-        uint64_t since = __atomic_load_n(&s->since, __ATOMIC_RELAXED);
         bool seen_leading = workers[i].role == CR_ROLE_LEADER;
 
-        workers[i].events = __atomic_load_n(&s->events, __ATOMIC_RELAXED);
-        for (int k = 0; k < CR_ROLE_COUNT; k++)
-            workers[i].role_ns[k] = __atomic_load_n(&s->role_ns[k], __ATOMIC_RELAXED);
-        /* The time in the current role so far (role and since may be one
-         * change apart: an approximation of at most one change). */
-        if (role >= 0 && role < CR_ROLE_COUNT && now > since)
-            workers[i].role_ns[role] += now - since;
-        if (role == CR_ROLE_LEADER && !seen_leading)
-            role = CR_ROLE_FOLLOWER;
-        workers[i].role = (enum cr_role)role;
+        cr__role_read(&p->slots[i].clock, now, &workers[i]);
+        if (workers[i].role == CR_ROLE_LEADER && !seen_leading)
+            workers[i].role = CR_ROLE_FOLLOWER;
     }
     return p->nthreads;
 }

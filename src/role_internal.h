@@ -2,8 +2,8 @@
  * role_internal.h - a thread's role clock: the role (enum cr_role) it is in,
  * since when, the events it handled and the time it spent in each role, for
  * cr_server_stats(). Embedded per thread by the reactor, hshr and tpc models
- * (src/role.c); lf_pool.c keeps its own, with the leader check its stats
- * need. Library-internal.
+ * and the Leader/Followers pool (src/role.c; lf_pool.c adds the leader check
+ * its stats need). Library-internal.
  *
  * Threads: one thread, the clock's owner, writes it (cr__role_set,
  * cr__role_event); any thread reads it (cr__role_read) at any time. With a
