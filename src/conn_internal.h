@@ -139,12 +139,13 @@ uint64_t cr__conn_deadline(const struct cr_conn *c);
 uint64_t cr__conn_bytes_in(const struct cr_conn *c);
 uint64_t cr__conn_bytes_out(const struct cr_conn *c);
 
-/* True when nothing is in flight: no unconsumed input and no pending output
- * (a graceful stop may close it). */
 /* After cr__conn_handle: whether it stopped where the socket would block
  * for what it returned (so an edge-triggered handle reports the next
  * change), rather than at a budget with more to do. */
 bool cr__conn_would_block(const struct cr_conn *c);
+
+/* True when nothing is in flight: no unconsumed input and no pending output
+ * (a graceful stop may close it). */
 bool cr__conn_is_idle(const struct cr_conn *c);
 
 #endif /* CABRANK_CONN_INTERNAL_H */
