@@ -261,6 +261,19 @@ static unsigned listen_groups_for(const struct cr_server *s, const struct cr_ser
     return (unsigned)s->cfg.groups;
 }
 
+/* The listener settings of s's configuration, for address. */
+static struct cr_listener_config listener_config(const struct cr_server *s, const char *address,
+                                                 bool reuseport)
+{
+    return (struct cr_listener_config){
+        .address = address,
+        .backlog = s->cfg.backlog,
+        .reuseport = reuseport,
+        .defer_accept_s = s->cfg.defer_accept_s,
+        .congestion = s->cfg.tcp_congestion,
+    };
+}
+
 /*
  * Opens groups - 1 more copies of each listener (opened with SO_REUSEPORT),
  * bound to its actual address, so a port 0 copies the port the kernel
@@ -280,13 +293,7 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
     s->listen_groups = groups;
     for (unsigned i = 0; i < s->nlisten; i++) {
         char addr[128];
-        struct cr_listener_config lc = {
-            .address = addr,
-            .backlog = s->cfg.backlog,
-            .reuseport = true,
-            .defer_accept_s = s->cfg.defer_accept_s,
-            .congestion = s->cfg.tcp_congestion,
-        };
+        struct cr_listener_config lc = listener_config(s, addr, true);
 
         err = cr_listener_address(s->listen_fds[i], addr, sizeof(addr));
         if (err < 0)
@@ -302,70 +309,61 @@ static int open_group_copies(struct cr_server *s, unsigned groups)
     return err;
 }
 
+/* Takes inherited listening socket fd with the options the configured ones
+ * get after bind (listener_config). */
+static int adopt_listener(struct cr_server *s, int fd)
+{
+    int err = 0;
+
+    if (s->cfg.defer_accept_s != 0) {
+        err = cr_listener_defer_accept(fd, s->cfg.defer_accept_s);
+        if (err < 0)
+            CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_DEFER_ACCEPT: %s", fd, strerror(-err));
+    }
+    if (err == 0 && s->cfg.tcp_congestion != NULL) {
+        err = cr_listener_congestion(fd, s->cfg.tcp_congestion);
+        if (err < 0)
+            CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_CONGESTION %s: %s", fd,
+                   s->cfg.tcp_congestion, strerror(-err));
+    }
+    if (err == 0)
+        s->listen_fds[s->nlisten++] = fd;
+    return err;
+}
+
+/* Opens a listener on address as the next of s's own. */
+static int open_listener(struct cr_server *s, const char *address, bool reuseport)
+{
+    struct cr_listener_config lc = listener_config(s, address, reuseport);
+    int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
+
+    if (err < 0) {
+        CR_LOG(CR_LOG_ERROR, "listening on %s: %s", address, strerror(-err));
+        return err;
+    }
+    s->owns_fd[s->nlisten++] = true;
+    return 0;
+}
+
 /* Opens the configured listeners, or adopts the inherited ones, and the
  * copies the model takes (listen_groups_for); copies need SO_REUSEPORT on
- * the first socket too. */
+ * the first socket too (it goes on before bind). */
 static int open_listeners(struct cr_server *s, const struct cr_server_config *in)
 {
     unsigned groups = listen_groups_for(s, in);
     bool reuseport = groups > 1;
+    int err = 0;
 
-    for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN; i++) {
-        if (in->listen_fds[i] > 0) {
-            int err = in->defer_accept_s != 0
-                          ? cr_listener_defer_accept(in->listen_fds[i], in->defer_accept_s)
-                          : 0;
-
-            if (err < 0) {
-                CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_DEFER_ACCEPT: %s",
-                       in->listen_fds[i], strerror(-err));
-                return err;
-            }
-            err = in->tcp_congestion != NULL
-                      ? cr_listener_congestion(in->listen_fds[i], in->tcp_congestion)
-                      : 0;
-            if (err < 0) {
-                CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_CONGESTION %s: %s",
-                       in->listen_fds[i], in->tcp_congestion, strerror(-err));
-                return err;
-            }
-            s->listen_fds[s->nlisten++] = in->listen_fds[i];
-            continue;
-        }
-        if (in->listen[i] != NULL) {
-            /* SO_REUSEPORT goes on before bind, on the first copy too. */
-            struct cr_listener_config lc = {
-                .address = in->listen[i],
-                .backlog = s->cfg.backlog,
-                .reuseport = reuseport,
-                .defer_accept_s = in->defer_accept_s,
-                .congestion = in->tcp_congestion,
-            };
-            int err = cr_listener_open(&s->listen_fds[s->nlisten], &lc);
-
-            if (err < 0) {
-                CR_LOG(CR_LOG_ERROR, "listening on %s: %s", in->listen[i], strerror(-err));
-                return err;
-            }
-            s->owns_fd[s->nlisten++] = true;
-        }
+    for (unsigned i = 0; i < CR_SERVER_MAX_LISTEN && err == 0; i++) {
+        if (in->listen_fds[i] > 0)
+            err = adopt_listener(s, in->listen_fds[i]);
+        else if (in->listen[i] != NULL)
+            err = open_listener(s, in->listen[i], reuseport);
     }
-    if (s->nlisten == 0) {
-        struct cr_listener_config lc = {
-            .address = DEFAULT_LISTEN,
-            .backlog = s->cfg.backlog,
-            .reuseport = reuseport,
-            .defer_accept_s = in->defer_accept_s,
-            .congestion = in->tcp_congestion,
-        };
-        int err = cr_listener_open(&s->listen_fds[0], &lc);
-
-        if (err < 0) {
-            CR_LOG(CR_LOG_ERROR, "listening on %s: %s", DEFAULT_LISTEN, strerror(-err));
-            return err;
-        }
-        s->owns_fd[s->nlisten++] = true;
-    }
+    if (err == 0 && s->nlisten == 0)
+        err = open_listener(s, DEFAULT_LISTEN, reuseport);
+    if (err < 0)
+        return err;
     if (groups > 1)
         return open_group_copies(s, groups);
     return 0;
