@@ -292,6 +292,18 @@ START_TEST(accept_returns_eagain_when_nothing_is_pending)
 }
 END_TEST
 
+/* Opens a listener as cfg says, connects to it and accepts: *lfd, the
+ * client's *cfd and the accepted *fd (a loopback connect has completed by
+ * the time it returns, so the accept finds it). */
+static void accept_one(const struct cr_listener_config *cfg, int *lfd, int *cfd, int *fd)
+{
+    ck_assert_int_eq(cr_listener_open(lfd, cfg), 0);
+    *cfd = cr_test_connect((uint16_t)cr_listener_port(*lfd));
+    ck_assert_int_ge(*cfd, 0);
+    ck_assert_int_eq(cr_listener_accept(*lfd, fd), 0);
+    ck_assert_int_ge(*fd, 0);
+}
+
 START_TEST(accepted_fd_is_nonblocking_cloexec_nodelay)
 {
     struct cr_listener_config cfg = {.address = "127.0.0.1:0", .backlog = 4};
@@ -300,11 +312,7 @@ START_TEST(accepted_fd_is_nonblocking_cloexec_nodelay)
     int cfd;
     int fd = -1;
 
-    ck_assert_int_eq(cr_listener_open(&lfd, &cfg), 0);
-    cfd = cr_test_connect((uint16_t)cr_listener_port(lfd));
-    ck_assert_int_ge(cfd, 0);
-    ck_assert_int_eq(cr_listener_accept(lfd, &fd), 0);
-    ck_assert_int_ge(fd, 0);
+    accept_one(&cfg, &lfd, &cfd, &fd);
     ck_assert(has_fd_flag(fd, O_NONBLOCK));
     ck_assert(is_cloexec(fd));
     ck_assert_int_ne(int_option(fd, IPPROTO_TCP, TCP_NODELAY), 0);
@@ -373,12 +381,7 @@ START_TEST(congestion_control_is_inherited_by_accepted_connections)
     int cfd;
     int fd = -1;
 
-    ck_assert_int_eq(cr_listener_open(&lfd, &cfg), 0);
-    cfd = cr_test_connect((uint16_t)cr_listener_port(lfd));
-    ck_assert_int_ge(cfd, 0);
-    for (int i = 0; i < 200 && cr_listener_accept(lfd, &fd) == -EAGAIN; i++)
-        usleep(10 * 1000);
-    ck_assert_int_ge(fd, 0);
+    accept_one(&cfg, &lfd, &cfd, &fd);
     ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0);
     ck_assert_str_eq(name, "reno");
     close(fd);
