@@ -12,7 +12,7 @@
  */
 #include "../../apps/bench/canned.h"
 #include "../../apps/bench/driver.h"
-#include "support.h"
+#include "bench_lab.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -27,33 +27,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RUN_TIMEOUT_MS 50000
-#define NFIELDS        17
-
 static const char keep_alive[] =
     "HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: text/plain\r\n\r\nHello, world\n";
 static const char close_answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\nContent-Type: "
                                    "text/plain\r\nConnection: close\r\n\r\nHello, world\n";
 static const char request[] = "GET /hello.txt HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-static const char header[] =
-    "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,cpu_us_per_req,"
-    "ctxsw_per_req,peak_rss_kb,errors,seconds,srv_user_us_per_req,srv_sys_us_per_req";
-
-static int failures;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
-}
-
 /* Reads until end of stream, cap bytes or the deadline. Returns the bytes read (*eof set when
  * the stream ended) or -errno. */
 static ssize_t read_until_eof(int fd, char *buf, size_t cap, int timeout_ms, bool *eof)
@@ -92,14 +70,14 @@ static void expect_bytes(int fd, const char *want, size_t len, const char *what)
     int err;
 
     if (got == NULL) {
-        fail("%s: out of memory", what);
+        bl_fail("%s: out of memory", what);
         return;
     }
     err = cr_test_read_exact(fd, got, len, cr_test_tmo(5000));
     if (err < 0)
-        fail("%s: reading %zu bytes: %s", what, len, strerror(-err));
+        bl_fail("%s: reading %zu bytes: %s", what, len, strerror(-err));
     else if (memcmp(got, want, len) != 0)
-        fail("%s: the answer differs from the canned one", what);
+        bl_fail("%s: the answer differs from the canned one", what);
     free(got);
 }
 
@@ -108,7 +86,7 @@ static int connect_to(uint16_t port, const char *what)
     int fd = cr_test_connect(port);
 
     if (fd < 0)
-        fail("%s: connect: %s", what, strerror(-fd));
+        bl_fail("%s: connect: %s", what, strerror(-fd));
     return fd;
 }
 
@@ -117,7 +95,7 @@ static void send_text(int fd, const char *text, const char *what)
     int err = cr_test_write_all(fd, text, strlen(text));
 
     if (err < 0)
-        fail("%s: write: %s", what, strerror(-err));
+        bl_fail("%s: write: %s", what, strerror(-err));
 }
 
 /* Two requests in one write: two answers, then the connection still serves. */
@@ -161,12 +139,12 @@ static void check_close(uint16_t port, const char *mode)
     send_text(fd, reqs, mode);
     n = read_until_eof(fd, got, sizeof(got), cr_test_tmo(5000), &eof);
     if (n < 0)
-        fail("%s close: read: %s", mode, strerror((int)-n));
+        bl_fail("%s close: read: %s", mode, strerror((int)-n));
     else if (!eof)
-        fail("%s close: no end of stream after %zd bytes", mode, n);
+        bl_fail("%s close: no end of stream after %zd bytes", mode, n);
     else if ((size_t)n != strlen(want) || memcmp(got, want, (size_t)n) != 0)
-        fail("%s close: %zd bytes, want the keep-alive then the close answer (%zu)", mode, n,
-             strlen(want));
+        bl_fail("%s close: %zd bytes, want the keep-alive then the close answer (%zu)", mode, n,
+                strlen(want));
     close(fd);
 }
 
@@ -195,9 +173,9 @@ static void stop_mode(struct bench_server *s, const char *mode)
 
     kill(s->pid, SIGTERM);
     if (cr_test_wait_exit(s->pid, 5000, &status) < 0)
-        fail("canned-%s ignored TERM for 5 s", mode);
+        bl_fail("canned-%s ignored TERM for 5 s", mode);
     else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail("canned-%s exit status 0x%x after TERM, want 0", mode, status);
+        bl_fail("canned-%s exit status 0x%x after TERM, want 0", mode, status);
     s->pid = -1;
     bench_server_stop(s); /* its stdout pipe */
 }
@@ -216,15 +194,15 @@ static void check_mode(const char *mode, const char *dir, bool available)
 
     if (!start_mode(mode, dir, &s, log, sizeof(log))) {
         if (available)
-            fail("canned-%s did not start; see %s", mode, log);
+            bl_fail("canned-%s did not start; see %s", mode, log);
         else if (!file_has(log, "not available"))
-            fail("canned-%s did not start and did not say it is not available", mode);
+            bl_fail("canned-%s did not start and did not say it is not available", mode);
         else
             fprintf(stderr, "canned-%s not available here, as its probe said\n", mode);
         return;
     }
     if (!available)
-        fail("canned-%s started though its probe said it is not available", mode);
+        bl_fail("canned-%s started though its probe said it is not available", mode);
     check_pipelined(s.port, mode);
     check_close(s.port, mode);
     stop_mode(&s, mode);
@@ -243,33 +221,18 @@ static void check_row(char **f, void *arg)
     for (k = 0; k < 3 && strcmp(f[1], servers[k]) != 0; k++)
         ;
     if (k == 3) {
-        fail("a row of server '%s'", f[1]);
+        bl_fail("a row of server '%s'", f[1]);
         return;
     }
     rows[k]++;
     if (strcmp(f[0], "http:hello.txt") != 0 && strcmp(f[0], "http-close:hello.txt") != 0)
-        fail("%s: a row of workload '%s'", f[1], f[0]);
+        bl_fail("%s: a row of workload '%s'", f[1], f[0]);
     if (cr_test_number(f[13]) != 0 || !(cr_test_number(f[5]) > 0))
-        fail("%s %s: errors '%s', req/s '%s'", f[1], f[0], f[13], f[5]);
+        bl_fail("%s %s: errors '%s', req/s '%s'", f[1], f[0], f[13], f[5]);
     /* Measured: CPU, and its user and system parts (tick-sampled, so 0 is possible). */
     if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[15]) >= 0) ||
         !(cr_test_number(f[16]) >= 0))
-        fail("%s %s: cpu '%s' user '%s' sys '%s'", f[1], f[0], f[10], f[15], f[16]);
-}
-
-/* Rows per server: cabrank, canned-epoll, canned-uring. */
-static void check_csv(const char *dir, int rows[3])
-{
-    char path[PATH_MAX + 16];
-    char why[PATH_MAX + 64];
-    int n;
-
-    snprintf(path, sizeof(path), "%s/results.csv", dir);
-    n = cr_test_csv_rows(path, header, NFIELDS, check_row, rows, why, sizeof(why));
-    if (n < 0)
-        fail("%s", why);
-    else if (n == 0)
-        fail("results.csv is empty");
+        bl_fail("%s %s: cpu '%s' user '%s' sys '%s'", f[1], f[0], f[10], f[15], f[16]);
 }
 
 static void check_lab(const char *dir, bool uring)
@@ -281,8 +244,6 @@ static void check_lab(const char *dir, bool uring)
     char *argv[32];
     char *errtext;
     int n = 0;
-    pid_t pid;
-    int status;
 
     cr_test_build_path("cabrank-bench", bench, sizeof(bench));
     snprintf(out, sizeof(out), "%s/lab", dir);
@@ -303,34 +264,18 @@ static void check_lab(const char *dir, bool uring)
     argv[n++] = "--out";
     argv[n++] = out;
     argv[n] = NULL;
-    pid = fork();
-    if (pid < 0) {
-        fail("fork: %s", strerror(errno));
-        return;
-    }
-    if (pid == 0) {
-        FILE *e = freopen(err_path, "w", stderr);
-
-        if (e == NULL)
-            _exit(126);
-        execv(bench, argv);
-        _exit(127);
-    }
-    if (cr_test_wait_exit(pid, RUN_TIMEOUT_MS, &status) < 0)
-        fail("cabrank-bench ran longer than %d s (killed)", RUN_TIMEOUT_MS / 1000);
-    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail("cabrank-bench exit status 0x%x", status);
-    check_csv(out, rows);
+    bl_run(argv, err_path);
+    bl_check_csv(out, check_row, rows); /* rows per server: cabrank, canned-epoll, canned-uring */
     if (rows[0] != 2 || rows[1] != 2)
-        fail("rows: cabrank %d, canned-epoll %d; want 2 each", rows[0], rows[1]);
+        bl_fail("rows: cabrank %d, canned-epoll %d; want 2 each", rows[0], rows[1]);
     errtext = cr_test_read_file(err_path, NULL);
     if (uring && rows[2] != 2)
-        fail("canned-uring: %d rows, want 2", rows[2]);
+        bl_fail("canned-uring: %d rows, want 2", rows[2]);
     if (!uring &&
         (rows[2] != 0 || errtext == NULL || strstr(errtext, "canned-uring not available") == NULL))
-        fail("canned-uring unavailable: %d rows, and no 'canned-uring not available' message",
-             rows[2]);
-    if (failures > 0 && errtext != NULL)
+        bl_fail("canned-uring unavailable: %d rows, and no 'canned-uring not available' message",
+                rows[2]);
+    if (bl_failures > 0 && errtext != NULL)
         fprintf(stderr, "cabrank-bench's stderr:\n%s", errtext);
     free(errtext);
 }
@@ -342,20 +287,8 @@ int main(void)
     char why[256] = "";
     bool uring;
 
-    signal(SIGPIPE, SIG_IGN);
-    cr_test_build_path("cabrank-bench", bench, sizeof(bench));
-    if (access(bench, X_OK) != 0) {
-        fprintf(stderr, "FAIL: %s: %s\n", bench, strerror(errno));
+    if (bl_setup(bench, sizeof(bench), dir) < 0)
         return 1;
-    }
-    if (system("command -v wrk >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "FAIL: wrk is missing (make deps-test installs it)\n");
-        return 1;
-    }
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
     uring = bench_canned_available("canned-uring", why, sizeof(why));
     if (!uring)
         fprintf(stderr, "canned-uring is not available here: %s\n", why);
@@ -364,8 +297,8 @@ int main(void)
     check_lab(dir, uring);
     if (cr_test_rmtree(dir) < 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    if (failures > 0) {
-        fprintf(stderr, "bench_canned: %d failures\n", failures);
+    if (bl_failures > 0) {
+        fprintf(stderr, "bench_canned: %d bl_failures\n", bl_failures);
         return 1;
     }
     printf("bench_canned: ok%s\n", uring ? "" : " (canned-uring not available, as reported)");

@@ -8,7 +8,7 @@
  * command; a plot-<workload>.svg per workload that is well-formed XML with an <svg> root. wrk is a
  * test dependency (make test installs it). Exit 0 pass, 1 fail.
  */
-#include "support.h"
+#include "bench_lab.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -22,32 +22,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define RUN_TIMEOUT_MS 50000
-#define NFIELDS        17
-
-static const char header[] = "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,"
-                             "p999_us,cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds,"
-                             "srv_user_us_per_req,srv_sys_us_per_req";
-
 /* The workloads the run writes, and the rows each gets (2 configurations x 1 point). */
 static const char *const workloads[] = {
     "http:hello.txt", "interval:t_conn", "interval:t_res1", "interval:t_res2", "line", "line-open",
 };
-
-static int failures;
-
-static void fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void fail(const char *fmt, ...)
-{
-    va_list ap;
-
-    va_start(ap, fmt);
-    fprintf(stderr, "FAIL: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
-    va_end(ap);
-    failures++;
-}
 
 /* One row: a workload asked for, of cabrank, measured and consistent. */
 static void check_row(char **f, void *arg)
@@ -60,52 +38,44 @@ static void check_row(char **f, void *arg)
             break;
     }
     if (w == sizeof(workloads) / sizeof(workloads[0])) {
-        fail("CSV row of an unasked workload '%s'", f[0]);
+        bl_fail("CSV row of an unasked workload '%s'", f[0]);
         return;
     }
     rows[w]++;
     if (strcmp(f[1], "cabrank") != 0 || (strcmp(f[2], "lf:lifo") != 0 && strcmp(f[2], "hshr") != 0))
-        fail("%s: server '%s' config '%s'", f[0], f[1], f[2]);
+        bl_fail("%s: server '%s' config '%s'", f[0], f[1], f[2]);
     if (cr_test_number(f[13]) != 0)
-        fail("%s %s: errors '%s'", f[0], f[2], f[13]);
+        bl_fail("%s %s: errors '%s'", f[0], f[2], f[13]);
     /* Percentiles measured and in order. */
     if (!(cr_test_number(f[6]) > 0 && cr_test_number(f[6]) <= cr_test_number(f[7]) &&
           cr_test_number(f[7]) <= cr_test_number(f[8]) &&
           cr_test_number(f[8]) <= cr_test_number(f[9])))
-        fail("%s %s: percentiles %s %s %s %s", f[0], f[2], f[6], f[7], f[8], f[9]);
+        bl_fail("%s %s: percentiles %s %s %s %s", f[0], f[2], f[6], f[7], f[8], f[9]);
     if (strncmp(f[0], "interval:", 9) == 0) {
         if (cr_test_number(f[5]) != 0)
-            fail("%s: rps '%s', want 0", f[0], f[5]);
+            bl_fail("%s: rps '%s', want 0", f[0], f[5]);
     } else {
         if (!(cr_test_number(f[5]) > 0))
-            fail("%s %s: rps '%s'", f[0], f[2], f[5]);
+            bl_fail("%s %s: rps '%s'", f[0], f[2], f[5]);
         /* CPU time comes in clock ticks (10 ms): a short light point may show 0. */
         if (!(cr_test_number(f[10]) >= 0) || !(cr_test_number(f[11]) >= 0) ||
             !(cr_test_number(f[12]) > 0))
-            fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
+            bl_fail("%s %s: cpu '%s' ctxsw '%s' rss '%s'", f[0], f[2], f[10], f[11], f[12]);
         if (!(cr_test_number(f[15]) >= 0) || !(cr_test_number(f[16]) >= 0))
-            fail("%s %s: user '%s' sys '%s'", f[0], f[2], f[15], f[16]);
+            bl_fail("%s %s: user '%s' sys '%s'", f[0], f[2], f[15], f[16]);
     }
     if (strcmp(f[0], "line-open") == 0 && cr_test_number(f[4]) != 500)
-        fail("line-open: rate '%s', want 500", f[4]);
+        bl_fail("line-open: rate '%s', want 500", f[4]);
 }
 
 static void check_csv(const char *dir)
 {
-    char path[PATH_MAX];
-    char why[PATH_MAX + 64];
     int rows[sizeof(workloads) / sizeof(workloads[0])] = {0};
-    int n;
 
-    snprintf(path, sizeof(path), "%s/results.csv", dir);
-    n = cr_test_csv_rows(path, header, NFIELDS, check_row, rows, why, sizeof(why));
-    if (n < 0)
-        fail("%s", why);
-    else if (n == 0)
-        fail("results.csv is empty");
+    bl_check_csv(dir, check_row, rows);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
         if (rows[w] != 2)
-            fail("%s: %d rows, want 2", workloads[w], rows[w]);
+            bl_fail("%s: %d rows, want 2", workloads[w], rows[w]);
     }
 }
 
@@ -241,16 +211,16 @@ static void check_svg(const char *dir, const char *workload)
     snprintf(path, sizeof(path), "%s/plot-%s.svg", dir, name);
     text = cr_test_read_file(path, NULL);
     if (text == NULL) {
-        fail("no %s", path);
+        bl_fail("no %s", path);
         return;
     }
     why = xml_check(text, root, sizeof(root));
     if (why != NULL)
-        fail("%s is not well-formed XML: %s", path, why);
+        bl_fail("%s is not well-formed XML: %s", path, why);
     else if (strcmp(root, "svg") != 0)
-        fail("%s: root <%s>, want <svg>", path, root);
+        bl_fail("%s: root <%s>, want <svg>", path, root);
     else if (strstr(text, "lf:lifo") == NULL || strstr(text, "hshr") == NULL)
-        fail("%s: a legend without both series", path);
+        bl_fail("%s: a legend without both series", path);
     free(text);
 }
 
@@ -262,15 +232,15 @@ static void check_md(const char *dir)
     snprintf(path, sizeof(path), "%s/results.md", dir);
     text = cr_test_read_file(path, NULL);
     if (text == NULL) {
-        fail("no %s", path);
+        bl_fail("no %s", path);
         return;
     }
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
         if (strstr(text, workloads[w]) == NULL)
-            fail("results.md does not name %s", workloads[w]);
+            bl_fail("results.md does not name %s", workloads[w]);
     }
     if (strstr(text, "--configs lf:lifo,hshr") == NULL)
-        fail("results.md does not show the command");
+        bl_fail("results.md does not show the command");
     free(text);
 }
 
@@ -280,23 +250,9 @@ int main(void)
     char dir[] = "/tmp/cr-bench-smoke-XXXXXX";
     char *argv[32];
     int n = 0;
-    pid_t pid;
-    int status;
 
-    signal(SIGPIPE, SIG_IGN);
-    cr_test_build_path("cabrank-bench", bench, sizeof(bench));
-    if (access(bench, X_OK) != 0) {
-        fprintf(stderr, "FAIL: %s: %s\n", bench, strerror(errno));
+    if (bl_setup(bench, sizeof(bench), dir) < 0)
         return 1;
-    }
-    if (system("command -v wrk >/dev/null 2>&1") != 0) {
-        fprintf(stderr, "FAIL: wrk is missing (make deps-test installs it)\n");
-        return 1;
-    }
-    if (mkdtemp(dir) == NULL) {
-        perror("mkdtemp");
-        return 1;
-    }
     argv[n++] = bench;
     argv[n++] = "--configs";
     argv[n++] = "lf:lifo,hshr";
@@ -320,27 +276,15 @@ int main(void)
     argv[n++] = "--out";
     argv[n++] = dir;
     argv[n] = NULL;
-    pid = fork();
-    if (pid < 0) {
-        perror("fork");
-        return 1;
-    }
-    if (pid == 0) {
-        execv(bench, argv);
-        _exit(127);
-    }
-    if (cr_test_wait_exit(pid, RUN_TIMEOUT_MS, &status) < 0)
-        fail("cabrank-bench ran longer than %d s (killed)", RUN_TIMEOUT_MS / 1000);
-    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail("cabrank-bench exit status 0x%x", status);
+    bl_run(argv, NULL);
     check_csv(dir);
     check_md(dir);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++)
         check_svg(dir, workloads[w]);
     if (cr_test_rmtree(dir) < 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    if (failures > 0) {
-        fprintf(stderr, "bench_smoke: %d failures\n", failures);
+    if (bl_failures > 0) {
+        fprintf(stderr, "bench_smoke: %d bl_failures\n", bl_failures);
         return 1;
     }
     printf("bench_smoke: ok\n");
