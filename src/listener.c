@@ -213,6 +213,23 @@ static int local_address(int fd, struct sockaddr_storage *ss)
     return 0;
 }
 
+int cr_listener_is_loopback(int fd)
+{
+    struct sockaddr_storage ss;
+    const struct in6_addr *a6;
+    int err;
+
+    err = local_address(fd, &ss);
+    if (err < 0)
+        return err;
+    if (ss.ss_family == AF_INET)
+        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == IN_LOOPBACKNET;
+    a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a6))
+        return a6->s6_addr[12] == IN_LOOPBACKNET;
+    return IN6_IS_ADDR_LOOPBACK(a6);
+}
+
 int cr_listener_address(int fd, char *buf, size_t len)
 {
     struct sockaddr_storage ss;

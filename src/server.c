@@ -27,17 +27,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#define DEFAULT_LISTEN          "127.0.0.1:8080"
-#define DEFAULT_MODEL           "lf"
-#define DEFAULT_BACKLOG         511
-#define DEFAULT_PROMOTION       "lifo"
-#define DEFAULT_QUEUE_SIZE      1024
-#define DEFAULT_MAX_CONNECTIONS 10000
-#define DEFAULT_TIMEOUT_MS      60000
-#define DEFAULT_HIGH_WATER      (256 * 1024)
-#define TPC_MAX_THREADS         1024
-#define DEFAULT_MAX_WORKERS     256
-#define DEFAULT_BUSY_WARN_MS    60000
+#define DEFAULT_LISTEN              "127.0.0.1:8080"
+#define DEFAULT_MODEL               "lf"
+#define DEFAULT_BACKLOG             511
+#define DEFAULT_PROMOTION           "lifo"
+#define DEFAULT_QUEUE_SIZE          1024
+#define DEFAULT_MAX_CONNECTIONS     10000
+#define DEFAULT_TIMEOUT_MS          60000
+#define DEFAULT_HIGH_WATER          (256 * 1024)
+#define DEFAULT_LOOPBACK_CONGESTION "cubic"
+#define TPC_MAX_THREADS             1024
+#define DEFAULT_MAX_WORKERS         256
+#define DEFAULT_BUSY_WARN_MS        60000
 /* cr_server_run looks for a stop made by another thread this often. */
 #define RUN_POLL_MS 200
 
@@ -345,6 +346,33 @@ static int open_listener(struct cr_server *s, const char *address, bool reusepor
     return 0;
 }
 
+/* Gives listener fd the loopback congestion control when it is bound to a
+ * loopback address (cr_server_config.loopback_congestion). Only a name the
+ * caller chose is an error when the kernel refuses it. */
+static int tune_loopback(const struct cr_server *s, int fd)
+{
+    const char *name = s->cfg.loopback_congestion;
+    int err;
+
+    if (name == NULL && s->cfg.tcp_congestion != NULL)
+        return 0;
+    if (name != NULL && strcmp(name, CR_SERVER_CONGESTION_SAME) == 0)
+        return 0;
+    err = cr_listener_is_loopback(fd);
+    if (err <= 0)
+        return err;
+    err = cr_listener_congestion(fd, name != NULL ? name : DEFAULT_LOOPBACK_CONGESTION);
+    if (err < 0 && name != NULL) {
+        CR_LOG(CR_LOG_ERROR, "loopback listener %d: TCP_CONGESTION %s: %s", fd, name,
+               strerror(-err));
+        return err;
+    }
+    if (err < 0)
+        CR_LOG(CR_LOG_DEBUG, "loopback listener %d: TCP_CONGESTION %s: %s; the system's stays", fd,
+               DEFAULT_LOOPBACK_CONGESTION, strerror(-err));
+    return 0;
+}
+
 /* Opens the configured listeners, or adopts the inherited ones, and the
  * copies the model takes (listen_groups_for); copies need SO_REUSEPORT on
  * the first socket too (it goes on before bind). */
@@ -362,11 +390,11 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
     }
     if (err == 0 && s->nlisten == 0)
         err = open_listener(s, DEFAULT_LISTEN, reuseport);
-    if (err < 0)
-        return err;
-    if (groups > 1)
-        return open_group_copies(s, groups);
-    return 0;
+    if (err == 0 && groups > 1)
+        err = open_group_copies(s, groups);
+    for (size_t k = 0; err == 0 && k < (size_t)s->listen_groups * s->nlisten; k++)
+        err = tune_loopback(s, s->group_fds != NULL ? s->group_fds[k] : s->listen_fds[k]);
+    return err;
 }
 
 static void close_listeners(struct cr_server *s)
@@ -421,6 +449,7 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
                 .idle_timeout_ms = s->cfg.idle_timeout_ms,
                 .send_timeout_ms = s->cfg.send_timeout_ms,
                 .output_high_water = s->cfg.output_high_water,
+                .send_budget = s->cfg.send_budget,
                 .bytes_in = &s->bytes_in,
                 .bytes_out = &s->bytes_out,
                 .requests = &s->requests,

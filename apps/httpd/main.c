@@ -44,7 +44,8 @@
 /* Clients of an HTTP server speak first: a connection is worth accepting
  * once its request arrives (a silent one waits in the kernel, not here). */
 #define DEFAULT_DEFER_ACCEPT_S 1
-#define NOPTS                  40 /* entries in opt_defs */
+#define DEFAULT_SEND_BUDGET    (256 * 1024)
+#define NOPTS                  42 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -178,6 +179,15 @@ static const struct opts_def opt_defs[] = {
            "TCP congestion control of the connections: cubic,\n"
            "reno, bbr... (default: the system's; BBR paces\n"
            "each socket with a timer where no fq qdisc does)"),
+    STRING("loopback-congestion", SCOPE_SERVER, server.loopback_congestion, "NAME",
+           "the same for the listeners on a loopback address,\n"
+           "or \"same\" (default cubic where allowed, unless\n"
+           "--tcp-congestion is given: loopback has no link\n"
+           "for BBR's pacing to spare)"),
+    NUM("send-budget", SCOPE_SERVER, server.send_budget, 0, SIZE_MAX, "BYTES",
+        "bytes sent to a connection before the others ready\n"
+        "get their turn: reactor, lf, hshr (default 262144;\n"
+        "0: until its socket is full)"),
     NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
         "stop accepting beyond N (default 10000)"),
     NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
@@ -269,6 +279,7 @@ static void defaults(struct options *o)
     o->http.root = DEFAULT_ROOT;
     o->promotion_delay_us = UNSET_US;
     o->server.defer_accept_s = DEFAULT_DEFER_ACCEPT_S;
+    o->server.send_budget = DEFAULT_SEND_BUDGET;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;
     for (size_t i = 0; i < NOPTS; i++)
@@ -447,23 +458,26 @@ static int read_config(struct options *o, const char *path, struct opts_err *e)
 /* Whether the kernel lets the listeners use congestion control name: tried
  * on a socket of its own, so a bad name is a usage error, not a failure to
  * listen. */
-static int check_congestion(const char *name, struct opts_err *e)
+static int check_congestion(const char *flag, const char *name, struct opts_err *e)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd;
     int err;
 
+    if (name == NULL)
+        return 0;
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return 0; /* no socket to try on: cr_server_create will say */
     err = cr_listener_congestion(fd, name);
     close(fd);
     if (err == -ENOENT || err == -EINVAL)
-        return opts_fail(
-            e, "--tcp-congestion '%s': not in net.ipv4.tcp_available_congestion_control", name);
+        return opts_fail(e, "--%s '%s': not in net.ipv4.tcp_available_congestion_control", flag,
+                         name);
     if (err == -EPERM)
-        return opts_fail(e, "--tcp-congestion '%s': not in net.ipv4.tcp_allowed_congestion_control",
+        return opts_fail(e, "--%s '%s': not in net.ipv4.tcp_allowed_congestion_control", flag,
                          name);
     if (err < 0)
-        return opts_fail(e, "--tcp-congestion '%s': %s", name, strerror(-err));
+        return opts_fail(e, "--%s '%s': %s", flag, name, strerror(-err));
     return 0;
 }
 
@@ -476,8 +490,11 @@ static int check_options(const struct options *o, struct opts_err *e)
         return opts_fail(e, "--workers %d is above --max-workers %d", sc->workers, sc->max_workers);
     if (sc->min_spare != 0 && sc->max_spare != 0 && sc->max_spare < sc->min_spare)
         return opts_fail(e, "--max-spare %d is below --min-spare %d", sc->max_spare, sc->min_spare);
-    if (sc->tcp_congestion != NULL)
-        return check_congestion(sc->tcp_congestion, e);
+    if (check_congestion("tcp-congestion", sc->tcp_congestion, e) < 0)
+        return -EINVAL;
+    if (sc->loopback_congestion != NULL &&
+        strcmp(sc->loopback_congestion, CR_SERVER_CONGESTION_SAME) != 0)
+        return check_congestion("loopback-congestion", sc->loopback_congestion, e);
     return 0;
 }
 
@@ -834,6 +851,8 @@ int main(int argc, char **argv)
         goto out_http;
     }
     o->server.promotion_delay_us = (unsigned)o->promotion_delay_us;
+    if (o->server.send_budget == 0)
+        o->server.send_budget = SIZE_MAX; /* the flag's 0; the library's is the default */
     o->server.on_usr1 = on_usr1;
     o->server.on_hup = on_hup;
     o->server.on_started = on_started;

@@ -64,6 +64,11 @@ CR_MUST_CHECK int cr_listener_defer_accept(int fd, unsigned seconds);
  * (unprivileged), or -errno. Thread-safe. */
 CR_MUST_CHECK int cr_listener_congestion(int fd, const char *name);
 
+/* Whether a socket is bound to a loopback address (127.0.0.0/8, ::1, or
+ * ::ffff:127.0.0.0/104), so that only this host can reach it: 1 or 0, or
+ * -errno. A wildcard address is not loopback. Thread-safe. */
+CR_MUST_CHECK int cr_listener_is_loopback(int fd);
+
 /* Writes the bound address of a socket as "127.0.0.1:34567" or "[::1]:80".
  * -ENOSPC if buf is too small, -errno. Thread-safe. */
 CR_MUST_CHECK int cr_listener_address(int fd, char *buf, size_t len);

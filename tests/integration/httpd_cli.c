@@ -203,6 +203,8 @@ static void test_usage_errors(const char *root)
     const char *const b8[] = {"--root", root, "--max-requests-per-child", "x", NULL};
     const char *const b9[] = {"--root", root, "--config", "/nonexistent/cabrank.conf", NULL};
     const char *const b10[] = {"--root", root, "--tcp-congestion", "no-such-algorithm", NULL};
+    const char *const b11[] = {"--root", root, "--loopback-congestion", "no-such-algorithm", NULL};
+    const char *const b12[] = {"--root", root, "--send-budget", "64k", NULL};
 
     expect_usage_error(b1, "zero workers");
     expect_usage_error(b2, "unknown accept lock");
@@ -214,6 +216,8 @@ static void test_usage_errors(const char *root)
     expect_usage_error(b8, "bad max-requests-per-child");
     expect_usage_error(b9, "missing config file");
     expect_usage_error(b10, "unknown congestion control");
+    expect_usage_error(b11, "unknown loopback congestion control");
+    expect_usage_error(b12, "bad send budget");
 }
 
 static int spawn(const char *const *args, pid_t *pid, uint16_t *ports, int want, char lines[][128]);
@@ -410,6 +414,9 @@ static int connect6(uint16_t port)
     return fd;
 }
 
+/* The document root's big.bin: 1 MiB of a pattern. */
+static char big[1024 * 1024];
+
 static void test_server_flags(const char *dir, const char *root)
 {
     char pidfile[400];
@@ -447,6 +454,10 @@ static void test_server_flags(const char *dir, const char *root)
     args[n++] = "lf";
     args[n++] = "--keepalive-timeout=2.5";
     args[n++] = "--log-level=debug";
+    /* reno: in every kernel, and allowed to anyone. */
+    args[n++] = "--loopback-congestion=reno";
+    /* A large file then goes out in 256 turns. */
+    args[n++] = "--send-budget=4096";
     args[n] = NULL;
     if (spawn(args, &pid, ports, v6 ? 2 : 1, lines) < 0) {
         CHECK(false, "server did not say where it listens");
@@ -463,6 +474,16 @@ static void test_server_flags(const char *dir, const char *root)
         CHECK(len > 0 && atol(buf) == (long)pid, "pid file says '%s', pid %d", buf, (int)pid);
     }
     CHECK(hc_status(ports[0], "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n") == 200, "IPv4 listener");
+    cl.fd = -1;
+    CHECK(cr_test_client_open(&cl, ports[0]) == 0, "connect for big.bin");
+    if (cl.fd >= 0) {
+        CHECK(hc_request(&cl, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n", &r, hc_tmo(5000)) == 0 &&
+                  r.status == 200 && r.body_len == sizeof(big) &&
+                  memcmp(r.body, big, sizeof(big)) == 0,
+              "big.bin in send-budget slices: status %d, %zu bytes", r.status, r.body_len);
+        hc_resp_free(&r);
+        cr_test_client_close(&cl);
+    }
     CHECK(hc_status(ports[0], "GET /st HTTP/1.1\r\nHost: t\r\n\r\n") == 200, "status path");
     CHECK(hc_status(ports[0], "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n") == 404,
           "old status path");
@@ -586,7 +607,10 @@ int main(void)
     if (hc_mkdtemp(dir, sizeof(dir)) < 0)
         return 1;
     snprintf(root, sizeof(root), "%s/root", dir);
-    if (mkdir(root, 0755) < 0 || hc_write_file(root, "a.txt", "A", 1) < 0) {
+    for (size_t i = 0; i < sizeof(big); i++)
+        big[i] = (char)(i % 251);
+    if (mkdir(root, 0755) < 0 || hc_write_file(root, "a.txt", "A", 1) < 0 ||
+        hc_write_file(root, "big.bin", big, sizeof(big)) < 0) {
         fprintf(stderr, "httpd_cli: making the root: %s\n", strerror(errno));
         goto out;
     }

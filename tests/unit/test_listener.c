@@ -395,6 +395,38 @@ START_TEST(congestion_control_is_inherited_by_accepted_connections)
 }
 END_TEST
 
+/* 1 when a listener on address is bound to loopback, 0 when not; -1 when
+ * this machine has no IPv6 loopback. */
+static int loopback_of(const char *address)
+{
+    struct cr_listener_config cfg = {.address = address};
+    int fd;
+    int r;
+
+    if (address[0] == '[' && !open_ipv6_or_skip(&fd, &cfg))
+        return -1;
+    if (address[0] != '[')
+        ck_assert_int_eq(cr_listener_open(&fd, &cfg), 0);
+    r = cr_listener_is_loopback(fd);
+    close(fd);
+    return r;
+}
+
+START_TEST(tells_loopback_addresses_from_others)
+{
+    ck_assert_int_eq(loopback_of("127.0.0.1:0"), 1);
+    ck_assert_int_eq(loopback_of("127.1.2.3:0"), 1);
+    ck_assert_int_eq(loopback_of("0.0.0.0:0"), 0);
+    if (loopback_of("[::1]:0") >= 0) {
+        ck_assert_int_eq(loopback_of("[::1]:0"), 1);
+        ck_assert_int_eq(loopback_of("[::]:0"), 0);
+        ck_assert_int_eq(loopback_of("[::ffff:127.0.0.1]:0"), 1);
+        ck_assert_int_eq(loopback_of("[::ffff:0.0.0.0]:0"), 0);
+    }
+    ck_assert_int_eq(cr_listener_is_loopback(-1), -EBADF);
+}
+END_TEST
+
 Suite *listener_suite(void);
 Suite *listener_suite(void)
 {
@@ -417,6 +449,7 @@ Suite *listener_suite(void)
     tcase_add_test(sock, accepted_fd_is_nonblocking_cloexec_nodelay);
     tcase_add_test(sock, defer_accept_hands_over_connections_with_data_only);
     tcase_add_test(sock, congestion_control_is_inherited_by_accepted_connections);
+    tcase_add_test(sock, tells_loopback_addresses_from_others);
     suite_add_tcase(s, sock);
     return s;
 }
