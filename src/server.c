@@ -349,9 +349,10 @@ static int open_listener(struct cr_server *s, const char *address, bool reusepor
 /* Gives listener fd the loopback congestion control when it is bound to a
  * loopback address (cr_server_config.loopback_congestion). Only a name the
  * caller chose is an error when the kernel refuses it. */
-static int tune_loopback(const struct cr_server *s, int fd)
+static int tune_loopback(const struct cr_server *s, int fd, bool say)
 {
     const char *name = s->cfg.loopback_congestion;
+    char addr[128];
     int err;
 
     if (name == NULL && s->cfg.tcp_congestion != NULL)
@@ -367,9 +368,16 @@ static int tune_loopback(const struct cr_server *s, int fd)
                strerror(-err));
         return err;
     }
-    if (err < 0)
+    if (err < 0) {
         CR_LOG(CR_LOG_DEBUG, "loopback listener %d: TCP_CONGESTION %s: %s; the system's stays", fd,
                DEFAULT_LOOPBACK_CONGESTION, strerror(-err));
+        return 0;
+    }
+    /* An administrator who chose BBR for the host should see where it is
+     * not used. */
+    if (say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
+        CR_LOG(CR_LOG_INFO, "%s: loopback, congestion control %s", addr,
+               name != NULL ? name : DEFAULT_LOOPBACK_CONGESTION);
     return 0;
 }
 
@@ -393,7 +401,8 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
     if (err == 0 && groups > 1)
         err = open_group_copies(s, groups);
     for (size_t k = 0; err == 0 && k < (size_t)s->listen_groups * s->nlisten; k++)
-        err = tune_loopback(s, s->group_fds != NULL ? s->group_fds[k] : s->listen_fds[k]);
+        err = tune_loopback(s, s->group_fds != NULL ? s->group_fds[k] : s->listen_fds[k],
+                            k < s->nlisten);
     return err;
 }
 

@@ -518,6 +518,8 @@ static void test_server_flags(const char *dir, const char *root)
         log[len > 0 ? len : 0] = '\0';
         CHECK(strstr(log, "info listening on 127.0.0.1:") != NULL, "error log: '%.200s'", log);
         CHECK(strstr(log, "graceful stop") != NULL, "error log has no stop record");
+        CHECK(strstr(log, ": loopback, congestion control reno") != NULL,
+              "error log does not say the loopback listener's congestion control");
     }
 }
 
