@@ -209,7 +209,8 @@ static int hshr_wait(struct cr_model *m);
 
 static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
 {
-    struct cr_reactor_config rcfg = {.backend = env->cfg->backend};
+    struct cr_reactor_config rcfg = {.backend = env->cfg->backend,
+                                     .busy_poll_us = env->cfg->busy_poll_us};
     struct cr__reactive_config rscfg = {
         .env = env,
         .nreactors = 1,

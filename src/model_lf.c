@@ -66,7 +66,7 @@ static void on_stopped(void *arg)
 static int lf_create(struct cr_model **out, const struct cr_model_env *env)
 {
     const struct cr_server_config *c = env->cfg;
-    struct cr_reactor_config rcfg = {.backend = c->backend};
+    struct cr_reactor_config rcfg = {.backend = c->backend, .busy_poll_us = c->busy_poll_us};
     struct cr__reactive_config rscfg = {.env = env, .worker = lf_worker, .stopped = on_stopped};
     struct cr_lf_pool_config pcfg = {
         .threads = (unsigned)c->threads,

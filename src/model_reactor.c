@@ -68,7 +68,8 @@ static void on_stopped(void *arg)
 
 static int reactor_create(struct cr_model **out, const struct cr_model_env *env)
 {
-    struct cr_reactor_config rcfg = {.backend = env->cfg->backend};
+    struct cr_reactor_config rcfg = {.backend = env->cfg->backend,
+                                     .busy_poll_us = env->cfg->busy_poll_us};
     struct cr__reactive_config cfg = {.env = env, .nreactors = 1, .stopped = on_stopped};
     struct cr_model *m;
     int err;

@@ -95,6 +95,7 @@ struct cr_reactor {
     /* Immutable after create. */
     struct cr_handle_set *hs;
     int batch;
+    uint64_t busy_poll_ns;
 
     struct cr_mutex lock;
     /* Protected by lock. */
@@ -106,7 +107,7 @@ struct cr_reactor {
     uint32_t free_slot; /* head of the free list, NO_HEAP_IDX if empty */
     uint32_t *heap;
     uint32_t heap_len;
-    bool waiting;        /* a thread is inside the handle set wait */
+    bool waiting;        /* a thread sleeps in the handle set wait (not a busy poll) */
     uint64_t wait_until; /* its deadline (NO_DEADLINE: forever) */
     bool wake_requested; /* cr_reactor_wake() since the last return */
     int sigfd;           /* -1 until the first signal is added */
@@ -320,6 +321,7 @@ int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *c
     r->batch = cfg != NULL && cfg->batch > 0 ? cfg->batch : DEFAULT_BATCH;
     if (r->batch > MAX_BATCH)
         r->batch = MAX_BATCH;
+    r->busy_poll_ns = cfg != NULL ? (uint64_t)cfg->busy_poll_us * 1000 : 0;
     r->sigfd = -1;
     r->free_slot = NO_HEAP_IDX;
     sigemptyset(&r->sigmask);
@@ -793,11 +795,13 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
     uint64_t now = cr_clock_now_ns();
     uint64_t deadline =
         timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+    uint64_t poll_from = 0; /* when the busy poll began */
     int n;
 
     cr_mutex_lock(&r->lock);
     for (;;) {
         uint64_t until;
+        bool poll;
         int ms;
 
         if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
@@ -815,10 +819,17 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
             return 0;
         }
         ms = wait_ms(r, now, deadline, &until);
-        r->waiting = true;
+        /* Busy poll: a wait that does not sleep, then this loop again, so
+         * timers, the ready list and wake-ups are seen here without the
+         * eventfd (waiting stays false: nobody needs to write it). */
+        poll = ms != 0 && r->busy_poll_ns != 0;
+        if (poll && poll_from == 0)
+            poll_from = now;
+        poll = poll && now - poll_from < r->busy_poll_ns;
+        r->waiting = !poll;
         r->wait_until = until;
         cr_mutex_unlock(&r->lock);
-        n = cr_handle_set_wait(r->hs, r->pending, r->batch, ms);
+        n = cr_handle_set_wait(r->hs, r->pending, r->batch, poll ? 0 : ms);
         cr_mutex_lock(&r->lock);
         r->waiting = false;
         if (n < 0) {

@@ -45,7 +45,7 @@
  * once its request arrives (a silent one waits in the kernel, not here). */
 #define DEFAULT_DEFER_ACCEPT_S 1
 #define DEFAULT_SEND_BUDGET    (256 * 1024)
-#define NOPTS                  42 /* entries in opt_defs */
+#define NOPTS                  43 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -65,6 +65,7 @@ struct options {
     struct cr_server_config server;
     struct http_service_config http;
     uint64_t promotion_delay_us; /* UNSET_US: the default for the order */
+    uint64_t busy_poll_us;
     unsigned nlisten;
     bool listen_from_argv; /* the command line's --listen replace the file's */
     const char *access_log;
@@ -163,6 +164,11 @@ static const struct opts_def opt_defs[] = {
                          "lf with lifo: a leader wakes no follower;\n"
                          "one takes over once a handler has run this long\n"
                          "(default 0.001; 0: wake one before every event)"),
+     .scope = SCOPE_SERVER},
+    {OPTS_DEF_SECONDS_US("busy-poll", struct options, busy_poll_us, 1,
+                         "reactor, lf, hshr: a thread about to sleep for\n"
+                         "events polls this long first: more req/s where the\n"
+                         "client would wake it, more CPU (default 0)"),
      .scope = SCOPE_SERVER},
     NUM("groups", SCOPE_SERVER, server.groups, 1, 256, "N",
         "lf: handle sets, each its own L/F group (default 1)"),
@@ -851,6 +857,7 @@ int main(int argc, char **argv)
         goto out_http;
     }
     o->server.promotion_delay_us = (unsigned)o->promotion_delay_us;
+    o->server.busy_poll_us = (unsigned)o->busy_poll_us;
     if (o->server.send_budget == 0)
         o->server.send_budget = SIZE_MAX; /* the flag's 0; the library's is the default */
     o->server.on_usr1 = on_usr1;

@@ -34,6 +34,11 @@ typedef void cr_reactor_signal_fn(struct cr_reactor *r, int signo, void *arg);
 struct cr_reactor_config {
     const char *backend; /* handle set backend name; NULL = default (epoll) */
     int batch;           /* events fetched per wait; 0 = 64 */
+    /* Before a wait would sleep, keep polling the handle set (and the
+     * timers, the ready list, wake-ups) for up to this long; 0: sleep at
+     * once. A sleeping waiter costs whoever makes it ready a cross-CPU
+     * wake-up; polling spends this thread's CPU to spare that (README). */
+    unsigned busy_poll_us;
 };
 
 /* Registration flag: deactivate the handle when an event is taken, until

@@ -66,6 +66,9 @@ struct cr_server_config {
     /* lf with lifo: defer promotions until a handler has run this long
      * (cr_lf_pool_config); 0: promote before every dispatch */
     unsigned promotion_delay_us;
+    /* reactor, lf, hshr: a thread about to sleep in the handle set polls it
+     * this long first (cr_reactor_config.busy_poll_us); 0: sleeps at once */
+    unsigned busy_poll_us;
     bool multiple_leaders;    /* lf, groups > 1: one follower set; a thread leads any set
                                  without a leader (else each set has its own threads) */
     int queue_size;           /* hshr: job queue slots; 0: 1024 */

@@ -205,6 +205,7 @@ static void test_usage_errors(const char *root)
     const char *const b10[] = {"--root", root, "--tcp-congestion", "no-such-algorithm", NULL};
     const char *const b11[] = {"--root", root, "--loopback-congestion", "no-such-algorithm", NULL};
     const char *const b12[] = {"--root", root, "--send-budget", "64k", NULL};
+    const char *const b13[] = {"--root", root, "--busy-poll", "2", NULL};
 
     expect_usage_error(b1, "zero workers");
     expect_usage_error(b2, "unknown accept lock");
@@ -218,6 +219,7 @@ static void test_usage_errors(const char *root)
     expect_usage_error(b10, "unknown congestion control");
     expect_usage_error(b11, "unknown loopback congestion control");
     expect_usage_error(b12, "bad send budget");
+    expect_usage_error(b13, "busy poll over a second");
 }
 
 static int spawn(const char *const *args, pid_t *pid, uint16_t *ports, int want, char lines[][128]);
@@ -458,6 +460,7 @@ static void test_server_flags(const char *dir, const char *root)
     args[n++] = "--loopback-congestion=reno";
     /* A large file then goes out in 256 turns. */
     args[n++] = "--send-budget=4096";
+    args[n++] = "--busy-poll=0.0002";
     args[n] = NULL;
     if (spawn(args, &pid, ports, v6 ? 2 : 1, lines) < 0) {
         CHECK(false, "server did not say where it listens");

@@ -48,6 +48,7 @@ struct variant {
     const char *model;
     const char *promotion; /* lf only */
     unsigned delay_us;     /* lf only: promotion delay */
+    unsigned busy_poll_us; /* reactor, lf, hshr */
     const char *dispatch;  /* proactor only */
     const char *engine;    /* proactor only */
 };
@@ -98,6 +99,7 @@ static void set_defaults(const struct variant *v, struct cr_server_config *cfg)
     cfg->model = v->model;
     cfg->promotion = v->promotion;
     cfg->promotion_delay_us = v->delay_us;
+    cfg->busy_poll_us = v->busy_poll_us;
     cfg->dispatch = v->dispatch;
     cfg->async_engine = v->engine;
     cfg->listen[0] = "127.0.0.1:0";
@@ -1056,6 +1058,10 @@ Suite *models_suite(void)
             if (nvariants < MAX_VARIANTS)
                 variants[nvariants++] =
                     (struct variant){.model = *m, .promotion = "lifo", .delay_us = 1000};
+            /* And with a busy poll before the leader sleeps. */
+            if (nvariants < MAX_VARIANTS)
+                variants[nvariants++] = (struct variant){
+                    .model = *m, .promotion = "lifo", .delay_us = 1000, .busy_poll_us = 200};
         } else if (strcmp(*m, "proactor") == 0) {
             add_proactor_variants(*m);
         } else {

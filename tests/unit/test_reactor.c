@@ -633,6 +633,116 @@ START_TEST(wake_returns_a_blocked_wait_early)
 }
 END_TEST
 
+/* busy_poll_us: a reactor of backend idx that polls up to us before sleeping. */
+static struct cr_reactor *open_polling_reactor(int backend_idx, unsigned us)
+{
+    struct cr_reactor_config cfg = {.backend = cr_handle_set_backends()[backend_idx],
+                                    .busy_poll_us = us};
+    struct cr_reactor *r;
+
+    ck_assert_int_eq(cr_reactor_create(&r, &cfg), 0);
+    return r;
+}
+
+struct polled_wait {
+    struct cr_reactor *r;
+    int result;
+    long sleeps; /* voluntary context switches of the waiting thread */
+};
+
+static void *polled_wait_once(void *arg)
+{
+    struct polled_wait *w = arg;
+    struct rusage a;
+    struct rusage b;
+
+    ck_assert_int_eq(getrusage(RUSAGE_THREAD, &a), 0);
+    w->result = cr_reactor_handle_events(w->r, 5000, 0);
+    ck_assert_int_eq(getrusage(RUSAGE_THREAD, &b), 0);
+    w->sleeps = b.ru_nvcsw - a.ru_nvcsw;
+    return NULL;
+}
+
+static void flag_timer(struct cr_reactor *r, uint64_t id, void *arg)
+{
+    (void)r;
+    (void)id;
+    *(int *)arg = 1;
+}
+
+/* A thread waits 5 s for a pipe that main writes 50 ms later: it sleeps in
+ * the handle set without busy_poll_us, and not at all with it. */
+START_TEST(busy_poll_takes_the_event_without_sleeping)
+{
+    for (int polling = 0; polling <= 1; polling++) {
+        struct polled_wait w = {.r = open_polling_reactor(_i, polling ? 10000000u : 0)};
+        struct counter c = {0};
+        pthread_t t;
+        int p[2];
+
+        make_pipe(p);
+        ck_assert_int_eq(cr_reactor_add(w.r, p[0], CR_EV_READ, 0, count_handler, &c), 0);
+        ck_assert_int_eq(pthread_create(&t, NULL, polled_wait_once, &w), 0);
+        usleep(50000);
+        ck_assert_int_eq(write(p[1], "x", 1), 1);
+        ck_assert_int_eq(pthread_join(t, NULL), 0);
+        ck_assert_int_eq(w.result, 1);
+        ck_assert_int_eq(c.calls, 1);
+        if (polling)
+            ck_assert_int_eq(w.sleeps, 0);
+        else
+            ck_assert_int_ge(w.sleeps, 1);
+        ck_assert_int_eq(cr_reactor_remove(w.r, p[0]), 0);
+        cr_reactor_destroy(w.r);
+        close_pipe(p);
+    }
+}
+END_TEST
+
+/* While it polls (10 s, longer than any wait here) the waiter still sees a
+ * wake-up, an earlier timer from another thread, a stop, and its own
+ * timeout, as promptly as when it sleeps. */
+START_TEST(busy_poll_sees_wake_timer_stop_and_timeout)
+{
+    struct polled_wait w = {.r = open_polling_reactor(_i, 10000000u)};
+    struct waiter rw;
+    uint64_t start = cr_clock_now_ns();
+    int fired = 0;
+    pthread_t t;
+
+    ck_assert_int_eq(pthread_create(&t, NULL, polled_wait_once, &w), 0);
+    usleep(20000);
+    cr_reactor_wake(w.r);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(w.result, 0);
+    ck_assert_uint_lt(cr_clock_now_ns() - start, 3 * CR_NSEC_PER_SEC);
+
+    start = cr_clock_now_ns();
+    ck_assert_int_eq(pthread_create(&t, NULL, polled_wait_once, &w), 0);
+    usleep(20000);
+    ck_assert_int_eq(cr_reactor_timer_add(w.r, 10, flag_timer, &fired, NULL), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(w.result, 1);
+    ck_assert_int_eq(fired, 1);
+    ck_assert_uint_lt(cr_clock_now_ns() - start, 3 * CR_NSEC_PER_SEC);
+
+    start = cr_clock_now_ns();
+    ck_assert_int_eq(cr_reactor_handle_events(w.r, 100, 0), 0);
+    ck_assert_uint_ge(cr_clock_now_ns() - start, 100 * CR_NSEC_PER_MSEC);
+    ck_assert_uint_lt(cr_clock_now_ns() - start, 3 * CR_NSEC_PER_SEC);
+
+    rw = (struct waiter){.r = w.r};
+    start = cr_clock_now_ns();
+    ck_assert_int_eq(pthread_create(&t, NULL, run_reactor, &rw), 0);
+    usleep(20000);
+    cr_reactor_stop(w.r);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(rw.result, 0);
+    ck_assert_uint_lt(cr_clock_now_ns() - start, 3 * CR_NSEC_PER_SEC);
+    cr_reactor_destroy(w.r);
+}
+END_TEST
+
 /* Registration churn from several threads while one thread dispatches: under
  * TSan this is the race test of the demux table and the timer heap. */
 struct churn {
@@ -830,6 +940,8 @@ Suite *reactor_suite(void)
     tcase_add_loop_test(tc, earlier_timer_from_another_thread_shortens_the_wait, 0, n);
     tcase_add_loop_test(tc, stop_from_another_thread_ends_run, 0, n);
     tcase_add_loop_test(tc, wake_returns_a_blocked_wait_early, 0, n);
+    tcase_add_loop_test(tc, busy_poll_takes_the_event_without_sleeping, 0, n);
+    tcase_add_loop_test(tc, busy_poll_sees_wake_timer_stop_and_timeout, 0, n);
     tcase_add_loop_test(tc, registration_from_other_threads_while_one_waits_is_safe, 0, n);
     tcase_add_loop_test(tc, signal_arrives_as_reactor_event, 0, n);
     tcase_add_loop_test(tc, handler_sees_the_time_its_event_was_taken, 0, n);
