@@ -421,12 +421,13 @@ static int flush(struct cr_conn *c, size_t *budget)
     struct cr__conn_out out;
 
     while (c->seg_count > 0) {
+        ssize_t n;
+
         if (*budget == 0)
             return -EBUSY;
         if (next_output(c, &out, CR__CONN_OUT_IOV,
                         *budget < MAX_SENDFILE ? *budget : MAX_SENDFILE) < 0)
             break;
-        ssize_t n;
 
         if (out.file_fd >= 0) {
             off_t off = out.file_off;
@@ -945,7 +946,8 @@ int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *
         int err = c->svc->open(c->svc->ctx, c, &c->state);
 
         if (err >= 0 && c->seg_count > 0) {
-            size_t budget = c->send_budget;
+            /* No budget: the model waits to read next, not to write. */
+            size_t budget = SIZE_MAX;
 
             err = flush(c, &budget);
             err = err == -EAGAIN ? 0 : err;

@@ -36,11 +36,22 @@ static ssize_t big_input(void *ctx, void *state, struct cr_conn *c, const char *
 
 static const struct cr_service big_svc = {.name = "big", .input = big_input};
 
+/* Greets every connection with the whole of answer[] from open. */
+static int big_open(void *ctx, struct cr_conn *c, void **state)
+{
+    (void)ctx;
+    *state = NULL;
+    return cr_conn_write_ref(c, answer, sizeof(answer), NULL, NULL);
+}
+
+static const struct cr_service greeter_svc = {
+    .name = "greeter", .open = big_open, .input = big_input};
+
 /* A connection over one end of a socketpair with room for the whole answer;
  * *peer is the other end, with the request already written to it. */
-static struct cr_conn *open_conn(size_t budget, int *peer)
+static struct cr_conn *open_conn_with(const struct cr_service *svc, size_t budget, int *peer)
 {
-    struct cr__conn_config cfg = {.svc = &big_svc, .send_budget = budget};
+    struct cr__conn_config cfg = {.svc = svc, .send_budget = budget};
     struct cr_conn *c = NULL;
     int sv[2];
     int size = 4 * ANSWER;
@@ -54,6 +65,11 @@ static struct cr_conn *open_conn(size_t budget, int *peer)
     ck_assert_int_eq(write(sv[1], "go", 2), 2);
     *peer = sv[1];
     return c;
+}
+
+static struct cr_conn *open_conn(size_t budget, int *peer)
+{
+    return open_conn_with(&big_svc, budget, peer);
 }
 
 /* Reads what the peer has now, checking it continues answer[] at *got. */
@@ -132,6 +148,20 @@ START_TEST(the_default_budget_is_256_kib)
 }
 END_TEST
 
+/* What open queues goes at once, budget or not: the model waits to read
+ * next, so a remainder would wait for the client to speak. */
+START_TEST(a_greeting_from_open_is_not_held_by_the_budget)
+{
+    size_t got = 0;
+    int peer;
+    struct cr_conn *c = open_conn_with(&greeter_svc, 4096, &peer);
+
+    ck_assert_uint_eq(drain_peer(peer, &got), sizeof(answer));
+    cr__conn_destroy(c);
+    close(peer);
+}
+END_TEST
+
 Suite *conn_suite(void);
 Suite *conn_suite(void)
 {
@@ -141,6 +171,7 @@ Suite *conn_suite(void)
     tcase_add_test(tc, a_call_sends_at_most_the_budget_then_asks_again);
     tcase_add_test(tc, no_budget_sends_the_whole_answer_in_one_call);
     tcase_add_test(tc, the_default_budget_is_256_kib);
+    tcase_add_test(tc, a_greeting_from_open_is_not_held_by_the_budget);
     suite_add_tcase(s, tc);
     return s;
 }
