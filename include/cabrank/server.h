@@ -56,8 +56,9 @@ struct cr_server_config {
      * set; "same": what the other listeners get; a name: that one, or
      * cr_server_create fails. Loopback has no bottleneck for BBR to probe
      * and no queue for pacing to spare, yet BBR without the fq qdisc paces
-     * each socket with a timer: 1 MiB answers ran at 3-6k req/s where cubic
-     * made a steady 6k with half the server CPU (README). */
+     * each socket with a timer: 1 MiB answers ran at 2.2k-6.8k req/s from
+     * run to run where cubic made a steady 6.5k-7.2k at half the server
+     * CPU (README). */
     const char *loopback_congestion;
     const char *backend;   /* handle set; NULL: epoll */
     int threads;           /* workers; 0: number of CPUs (tpc: cap 1024) */
