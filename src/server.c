@@ -271,7 +271,6 @@ static struct cr_listener_config listener_config(const struct cr_server *s, cons
         .backlog = s->cfg.backlog,
         .reuseport = reuseport,
         .defer_accept_s = s->cfg.defer_accept_s,
-        .congestion = s->cfg.tcp_congestion,
     };
 }
 
@@ -321,12 +320,6 @@ static int adopt_listener(struct cr_server *s, int fd)
         if (err < 0)
             CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_DEFER_ACCEPT: %s", fd, strerror(-err));
     }
-    if (err == 0 && s->cfg.tcp_congestion != NULL) {
-        err = cr_listener_congestion(fd, s->cfg.tcp_congestion);
-        if (err < 0)
-            CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_CONGESTION %s: %s", fd,
-                   s->cfg.tcp_congestion, strerror(-err));
-    }
     if (err == 0)
         s->listen_fds[s->nlisten++] = fd;
     return err;
@@ -346,38 +339,49 @@ static int open_listener(struct cr_server *s, const char *address, bool reusepor
     return 0;
 }
 
-/* Gives listener fd the loopback congestion control when it is bound to a
- * loopback address (cr_server_config.loopback_congestion). Only a name the
- * caller chose is an error when the kernel refuses it. */
-static int tune_loopback(const struct cr_server *s, int fd, bool say)
+/*
+ * Sets listener fd's congestion control, which the connections it accepts
+ * inherit: loopback_congestion's on a loopback listener unless "same",
+ * else tcp_congestion's; with neither, cubic on a loopback listener where
+ * the kernel allows it (cr_server_config). A name the caller chose must
+ * work. say: log a loopback choice (not again for each group's copy).
+ */
+static int set_congestion(const struct cr_server *s, int fd, bool say)
 {
-    const char *name = s->cfg.loopback_congestion;
+    const char *lo = s->cfg.loopback_congestion;
+    const char *name = s->cfg.tcp_congestion;
+    bool chosen = name != NULL;
+    bool loopback = false;
     char addr[128];
     int err;
 
-    if (name == NULL && s->cfg.tcp_congestion != NULL)
+    /* Only a loopback choice of its own can differ from tcp_congestion's. */
+    if (lo != NULL ? strcmp(lo, CR_SERVER_CONGESTION_SAME) != 0 : name == NULL) {
+        err = cr_listener_is_loopback(fd);
+        if (err < 0)
+            return err;
+        loopback = err == 1;
+    }
+    if (loopback) {
+        chosen = lo != NULL;
+        name = chosen ? lo : DEFAULT_LOOPBACK_CONGESTION;
+    }
+    if (name == NULL)
         return 0;
-    if (name != NULL && strcmp(name, CR_SERVER_CONGESTION_SAME) == 0)
-        return 0;
-    err = cr_listener_is_loopback(fd);
-    if (err <= 0)
-        return err;
-    err = cr_listener_congestion(fd, name != NULL ? name : DEFAULT_LOOPBACK_CONGESTION);
-    if (err < 0 && name != NULL) {
-        CR_LOG(CR_LOG_ERROR, "loopback listener %d: TCP_CONGESTION %s: %s", fd, name,
-               strerror(-err));
+    err = cr_listener_congestion(fd, name);
+    if (err < 0 && chosen) {
+        CR_LOG(CR_LOG_ERROR, "listener %d: TCP_CONGESTION %s: %s", fd, name, strerror(-err));
         return err;
     }
     if (err < 0) {
         CR_LOG(CR_LOG_DEBUG, "loopback listener %d: TCP_CONGESTION %s: %s; the system's stays", fd,
-               DEFAULT_LOOPBACK_CONGESTION, strerror(-err));
+               name, strerror(-err));
         return 0;
     }
     /* An administrator who chose BBR for the host should see where it is
      * not used. */
-    if (say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
-        CR_LOG(CR_LOG_INFO, "%s: loopback, congestion control %s", addr,
-               name != NULL ? name : DEFAULT_LOOPBACK_CONGESTION);
+    if (loopback && say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
+        CR_LOG(CR_LOG_INFO, "%s: loopback, congestion control %s", addr, name);
     return 0;
 }
 
@@ -401,8 +405,8 @@ static int open_listeners(struct cr_server *s, const struct cr_server_config *in
     if (err == 0 && groups > 1)
         err = open_group_copies(s, groups);
     for (size_t k = 0; err == 0 && k < (size_t)s->listen_groups * s->nlisten; k++)
-        err = tune_loopback(s, s->group_fds != NULL ? s->group_fds[k] : s->listen_fds[k],
-                            k < s->nlisten);
+        err = set_congestion(s, s->group_fds != NULL ? s->group_fds[k] : s->listen_fds[k],
+                             k < s->nlisten);
     return err;
 }
 

@@ -47,8 +47,9 @@ struct cr_server_config {
     /* TCP_DEFER_ACCEPT on every listener (cr_listener_config); the reactor
      * and lf models then read a new connection's request at once */
     unsigned defer_accept_s;
-    /* TCP_CONGESTION on every listener (cr_listener_config); NULL: the
-     * system's */
+    /* TCP_CONGESTION on every listener, which accepted connections inherit
+     * (cr_listener_congestion; loopback ones: loopback_congestion); NULL:
+     * the system's */
     const char *tcp_congestion;
     /* TCP_CONGESTION on the listeners bound to a loopback address
      * (cr_listener_is_loopback), whose connections come from this host:
