@@ -209,8 +209,6 @@ static int hshr_wait(struct cr_model *m);
 
 static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
 {
-    struct cr_reactor_config rcfg = {.backend = env->cfg->backend,
-                                     .busy_poll_us = env->cfg->busy_poll_us};
     struct cr__reactive_config rscfg = {
         .env = env,
         .nreactors = 1,
@@ -241,7 +239,7 @@ static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
     err = cr__job_queue_create(&m->jobs, qsize, sizeof(struct hshr_job));
     if (err < 0)
         goto out_free_threads;
-    err = cr_reactor_create(&m->r, &rcfg);
+    err = cr_reactor_create(&m->r, &env->reactor);
     if (err < 0)
         goto out_destroy_jobs;
     rscfg.reactors = &m->r;

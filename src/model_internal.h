@@ -8,6 +8,7 @@
 #ifndef CABRANK_MODEL_INTERNAL_H
 #define CABRANK_MODEL_INTERNAL_H
 
+#include <cabrank/reactor.h>
 #include <cabrank/server.h>
 
 #include "conn_internal.h"
@@ -31,7 +32,8 @@ struct cr_model_env {
     const int *listen_fds;
     unsigned nlisten;
     unsigned listen_groups;
-    struct cr__conn_config conn; /* for cr__conn_create */
+    struct cr__conn_config conn;      /* for cr__conn_create */
+    struct cr_reactor_config reactor; /* for the reactors of reactor, lf, hshr */
     /* Server-wide counters, updated by models with relaxed atomics. */
     uint64_t *accepted;
     uint64_t *open_connections;

@@ -66,7 +66,6 @@ static void on_stopped(void *arg)
 static int lf_create(struct cr_model **out, const struct cr_model_env *env)
 {
     const struct cr_server_config *c = env->cfg;
-    struct cr_reactor_config rcfg = {.backend = c->backend, .busy_poll_us = c->busy_poll_us};
     struct cr__reactive_config rscfg = {.env = env, .worker = lf_worker, .stopped = on_stopped};
     struct cr_lf_pool_config pcfg = {
         .threads = (unsigned)c->threads,
@@ -85,7 +84,7 @@ static int lf_create(struct cr_model **out, const struct cr_model_env *env)
         return -ENOMEM;
     m->env = env;
     for (m->nreactors = 0; m->nreactors < (unsigned)c->groups; m->nreactors++) {
-        err = cr_reactor_create(&m->reactors[m->nreactors], &rcfg);
+        err = cr_reactor_create(&m->reactors[m->nreactors], &env->reactor);
         if (err < 0)
             goto out_destroy_reactors;
     }

@@ -68,8 +68,6 @@ static void on_stopped(void *arg)
 
 static int reactor_create(struct cr_model **out, const struct cr_model_env *env)
 {
-    struct cr_reactor_config rcfg = {.backend = env->cfg->backend,
-                                     .busy_poll_us = env->cfg->busy_poll_us};
     struct cr__reactive_config cfg = {.env = env, .nreactors = 1, .stopped = on_stopped};
     struct cr_model *m;
     int err;
@@ -80,7 +78,7 @@ static int reactor_create(struct cr_model **out, const struct cr_model_env *env)
         return -ENOMEM;
     m->env = env;
     cr__role_set(&m->clock, CR_ROLE_IDLE); /* idle from create to start */
-    err = cr_reactor_create(&m->r, &rcfg);
+    err = cr_reactor_create(&m->r, &env->reactor);
     if (err < 0)
         goto out_free;
     cfg.reactors = &m->r;
