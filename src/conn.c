@@ -930,7 +930,7 @@ int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *
     c->default_send_timeout_ns = cfg->send_timeout_ms * CR_NSEC_PER_MSEC;
     c->send_timeout_ns = c->default_send_timeout_ns;
     c->high_water = cfg->output_high_water != 0 ? cfg->output_high_water : 256 * 1024;
-    c->send_budget = cfg->send_budget != 0 ? cfg->send_budget : CR__CONN_SEND_BUDGET;
+    c->send_budget = cfg->send_budget != 0 ? cfg->send_budget : CR_SERVER_SEND_BUDGET;
     c->srv_bytes_in = cfg->bytes_in;
     c->srv_bytes_out = cfg->bytes_out;
     c->srv_requests = cfg->requests;

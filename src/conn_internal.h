@@ -20,6 +20,7 @@
 #ifndef CABRANK_CONN_INTERNAL_H
 #define CABRANK_CONN_INTERNAL_H
 
+#include <cabrank/server.h>
 #include <cabrank/service.h>
 
 #include <sys/uio.h>
@@ -31,9 +32,6 @@ enum cr__conn_next {
     CR__CONN_CLOSE = 3, /* done: destroy it */
 };
 
-/* The default send budget: 256 KiB. */
-#define CR__CONN_SEND_BUDGET (256 * 1024)
-
 struct cr__conn_config {
     const struct cr_service *svc; /* borrowed */
     struct cr_server *server;     /* borrowed; for cr_conn_server */
@@ -41,7 +39,7 @@ struct cr__conn_config {
     uint64_t send_timeout_ms;
     size_t output_high_water;
     /* Bytes sent per cr__conn_handle call at most before other connections
-     * get a turn; 0: CR__CONN_SEND_BUDGET, SIZE_MAX: until the socket is
+     * get a turn; 0: CR_SERVER_SEND_BUDGET, SIZE_MAX: until the socket is
      * full (see cr_server_config.send_budget); cr__conn_serve_blocking
      * sets SIZE_MAX. */
     size_t send_budget;

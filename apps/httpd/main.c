@@ -44,7 +44,6 @@
 /* Clients of an HTTP server speak first: a connection is worth accepting
  * once its request arrives (a silent one waits in the kernel, not here). */
 #define DEFAULT_DEFER_ACCEPT_S 1
-#define DEFAULT_SEND_BUDGET    (256 * 1024)
 #define NOPTS                  43 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
@@ -285,7 +284,7 @@ static void defaults(struct options *o)
     o->http.root = DEFAULT_ROOT;
     o->promotion_delay_us = UNSET_US;
     o->server.defer_accept_s = DEFAULT_DEFER_ACCEPT_S;
-    o->server.send_budget = DEFAULT_SEND_BUDGET;
+    o->server.send_budget = CR_SERVER_SEND_BUDGET;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;
     for (size_t i = 0; i < NOPTS; i++)

@@ -39,6 +39,9 @@ struct cr_server;
 /* cr_server_config.loopback_congestion: as on the other listeners. */
 #define CR_SERVER_CONGESTION_SAME "same"
 
+/* cr_server_config.send_budget's default: 256 KiB, as lighttpd's writes. */
+#define CR_SERVER_SEND_BUDGET (256 * 1024)
+
 struct cr_server_config {
     const char *model;                        /* NULL: "lf" */
     const char *listen[CR_SERVER_MAX_LISTEN]; /* addresses; none: "127.0.0.1:8080" */
@@ -80,8 +83,9 @@ struct cr_server_config {
     size_t output_high_water; /* stop feeding input beyond; 0: 256 KiB */
     /* Bytes sent to one connection in a turn before the connections ready
      * meanwhile get theirs (a large file goes out in slices, as with
-     * nginx's sendfile_max_chunk); 0: 256 KiB, SIZE_MAX: until its socket is
-     * full. For the reactor, lf and hshr models: where a connection has a
+     * nginx's sendfile_max_chunk); 0: CR_SERVER_SEND_BUDGET, SIZE_MAX:
+     * until its socket is full. For the reactor, lf and hshr models: where
+     * a connection has a
      * thread of its own (tpc, forking, prefork) none waits for a turn, and
      * the proactor sends as its completions come. */
     size_t send_budget;

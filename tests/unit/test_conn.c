@@ -141,8 +141,8 @@ START_TEST(the_default_budget_is_256_kib)
     struct cr_conn *c = open_conn(0, &peer);
 
     ck_assert_int_eq(cr__conn_handle(c, CR_EV_READ, 0), CR__CONN_WRITE);
-    ck_assert_uint_eq(drain_peer(peer, &got), CR__CONN_SEND_BUDGET);
-    ck_assert_uint_eq(CR__CONN_SEND_BUDGET, 256 * 1024);
+    ck_assert_uint_eq(drain_peer(peer, &got), CR_SERVER_SEND_BUDGET);
+    ck_assert_uint_eq(CR_SERVER_SEND_BUDGET, 256 * 1024);
     cr__conn_destroy(c);
     close(peer);
 }
