@@ -85,9 +85,8 @@ struct cr_server_config {
      * meanwhile get theirs (a large file goes out in slices, as with
      * nginx's sendfile_max_chunk); 0: CR_SERVER_SEND_BUDGET, SIZE_MAX:
      * until its socket is full. For the reactor, lf and hshr models: where
-     * a connection has a
-     * thread of its own (tpc, forking, prefork) none waits for a turn, and
-     * the proactor sends as its completions come. */
+     * a connection has a thread of its own (tpc, forking, prefork) none
+     * waits for a turn, and the proactor sends as its completions come. */
     size_t send_budget;
     /* Process models (forking, prefork). */
     int workers;     /* prefork: started at once, and never fewer; 0: CPUs */
