@@ -49,10 +49,13 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#define DEFAULT_BATCH 64
-#define MAX_BATCH     256
-#define NO_HEAP_IDX   UINT32_MAX
-#define NO_DEADLINE   UINT64_MAX
+/* A window that grows starts at its ceiling / this, and one that shrinks
+ * below it closes. */
+#define POLL_GROW_START 4
+#define DEFAULT_BATCH   64
+#define MAX_BATCH       256
+#define NO_HEAP_IDX     UINT32_MAX
+#define NO_DEADLINE     UINT64_MAX
 
 enum event_kind {
     KIND_FD = 1,
@@ -95,7 +98,7 @@ struct cr_reactor {
     /* Immutable after create. */
     struct cr_handle_set *hs;
     int batch;
-    uint64_t busy_poll_ns;
+    uint64_t busy_poll_ns; /* the poll window's ceiling */
 
     struct cr_mutex lock;
     /* Protected by lock. */
@@ -107,10 +110,11 @@ struct cr_reactor {
     uint32_t free_slot; /* head of the free list, NO_HEAP_IDX if empty */
     uint32_t *heap;
     uint32_t heap_len;
-    bool waiting;        /* a thread sleeps in the handle set wait (not a busy poll) */
-    uint64_t wait_until; /* its deadline (NO_DEADLINE: forever) */
-    bool wake_requested; /* cr_reactor_wake() since the last return */
-    int sigfd;           /* -1 until the first signal is added */
+    bool waiting;         /* a thread sleeps in the handle set wait (not a busy poll) */
+    uint64_t poll_window; /* how long a wait polls now (cr__reactor_poll_window) */
+    uint64_t wait_until;  /* its deadline (NO_DEADLINE: forever) */
+    bool wake_requested;  /* cr_reactor_wake() since the last return */
+    int sigfd;            /* -1 until the first signal is added */
     sigset_t sigmask;
     struct signal_entry signals[NSIG];
 
@@ -322,6 +326,8 @@ int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *c
     if (r->batch > MAX_BATCH)
         r->batch = MAX_BATCH;
     r->busy_poll_ns = cfg != NULL ? (uint64_t)cfg->busy_poll_us * 1000 : 0;
+    /* Open wide: the first idle gaps teach it how far to close. */
+    r->poll_window = r->busy_poll_ns;
     r->sigfd = -1;
     r->free_slot = NO_HEAP_IDX;
     sigemptyset(&r->sigmask);
@@ -786,6 +792,46 @@ static int wait_ms(const struct cr_reactor *r, uint64_t now, uint64_t deadline, 
 }
 
 /*
+ * The poll window after an idle gap of idle ns (from when a wait found
+ * nothing until something came), as KVM adapts its halt polling: keep a
+ * window the gap fitted in; widen one that a longer poll would have
+ * covered; narrow one that was polled in vain before a long sleep, down to
+ * none. So a busy server polls across its short gaps, sparing whoever
+ * makes it ready a wake-up, while an idle one, or one whose clients pause
+ * longer than max, soon sleeps at once.
+ */
+uint64_t cr__reactor_poll_window(uint64_t window, uint64_t max, uint64_t idle)
+{
+    uint64_t start = max / POLL_GROW_START;
+
+    if (idle <= window)
+        return window;
+    if (idle <= max) {
+        window = window < start ? start : window * 2;
+        return window < max ? window : max;
+    }
+    window /= 2;
+    return window < start ? 0 : window;
+}
+
+uint64_t cr__reactor_poll_window_now(struct cr_reactor *r)
+{
+    uint64_t w;
+
+    cr_mutex_lock(&r->lock);
+    w = r->poll_window;
+    cr_mutex_unlock(&r->lock);
+    return w;
+}
+
+/* A wait that began at idle_from (0: none did) has ended at now. */
+static void end_idle(struct cr_reactor *r, uint64_t idle_from, uint64_t now)
+{
+    if (idle_from != 0 && r->busy_poll_ns != 0)
+        r->poll_window = cr__reactor_poll_window(r->poll_window, r->busy_poll_ns, now - idle_from);
+}
+
+/*
  * The one taking routine: due timers first, then the pending batch, then (if
  * allowed) one wait. Returns 1 with *ev, 0 on timeout, wake-up or stop, or
  * -errno.
@@ -795,7 +841,8 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
     uint64_t now = cr_clock_now_ns();
     uint64_t deadline =
         timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
-    uint64_t poll_from = 0; /* when the busy poll began */
+    uint64_t idle_from = 0; /* when this call first found nothing to take */
+    int found = 0;
     int n;
 
     cr_mutex_lock(&r->lock);
@@ -805,27 +852,23 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
         int ms;
 
         if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
-            cr_mutex_unlock(&r->lock);
             ev->taken_ns = now; /* the handler's event time */
-            return 1;
+            found = 1;
+            break;
         }
-        if (!may_wait || cr_reactor_is_stopped(r) || now >= deadline) {
-            cr_mutex_unlock(&r->lock);
-            return 0;
-        }
+        if (!may_wait || cr_reactor_is_stopped(r) || now >= deadline)
+            break;
         if (r->wake_requested) {
             r->wake_requested = false;
-            cr_mutex_unlock(&r->lock);
-            return 0;
+            break;
         }
         ms = wait_ms(r, now, deadline, &until);
+        if (idle_from == 0)
+            idle_from = now;
         /* Busy poll: a wait that does not sleep, then this loop again, so
          * timers, the ready list and wake-ups are seen here without the
          * eventfd (waiting stays false: nobody needs to write it). */
-        poll = ms != 0 && r->busy_poll_ns != 0;
-        if (poll && poll_from == 0)
-            poll_from = now;
-        poll = poll && now - poll_from < r->busy_poll_ns;
+        poll = ms != 0 && now - idle_from < r->poll_window;
         r->waiting = !poll;
         r->wait_until = until;
         cr_mutex_unlock(&r->lock);
@@ -833,14 +876,17 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
         cr_mutex_lock(&r->lock);
         r->waiting = false;
         if (n < 0) {
-            cr_mutex_unlock(&r->lock);
-            return n;
+            found = n;
+            break;
         }
         r->pending_len = n;
         r->pending_pos = 0;
         now = cr_clock_now_ns();
         r->pending_at = now;
     }
+    end_idle(r, idle_from, now);
+    cr_mutex_unlock(&r->lock);
+    return found;
 }
 
 uint64_t cr__reactor_backlog_since(struct cr_reactor *r)

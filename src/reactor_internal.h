@@ -23,4 +23,12 @@ unsigned cr__reactor_fds(const struct cr_reactor *r, int *fds);
  * batch that waits for a thread. Any thread. */
 uint64_t cr__reactor_backlog_since(struct cr_reactor *r);
 
+/* The busy poll's window (ns) after an idle gap of idle ns that began with
+ * this window, for a ceiling of max (cr_reactor_config.busy_poll_us). Pure;
+ * exposed for its test. */
+uint64_t cr__reactor_poll_window(uint64_t window, uint64_t max, uint64_t idle);
+
+/* The busy poll's window now (ns). Any thread; for tests. */
+uint64_t cr__reactor_poll_window_now(struct cr_reactor *r);
+
 #endif /* CABRANK_REACTOR_INTERNAL_H */

@@ -166,8 +166,9 @@ static const struct opts_def opt_defs[] = {
      .scope = SCOPE_SERVER},
     {OPTS_DEF_SECONDS_US("busy-poll", struct options, busy_poll_us, 1,
                          "reactor, lf, hshr: a thread about to sleep for\n"
-                         "events polls this long first: more req/s where the\n"
-                         "client would wake it, more CPU (default 0)"),
+                         "events polls at most this long first, while idle\n"
+                         "gaps are shorter: more req/s and less latency where\n"
+                         "the client would wake it, more CPU (default 0)"),
      .scope = SCOPE_SERVER},
     NUM("groups", SCOPE_SERVER, server.groups, 1, 256, "N",
         "lf: handle sets, each its own L/F group (default 1)"),

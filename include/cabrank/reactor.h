@@ -35,9 +35,13 @@ struct cr_reactor_config {
     const char *backend; /* handle set backend name; NULL = default (epoll) */
     int batch;           /* events fetched per wait; 0 = 64 */
     /* Before a wait would sleep, keep polling the handle set (and the
-     * timers, the ready list, wake-ups) for up to this long; 0: sleep at
-     * once. A sleeping waiter costs whoever makes it ready a cross-CPU
-     * wake-up; polling spends this thread's CPU to spare that (README). */
+     * timers, the ready list, wake-ups) for a while; 0: sleep at once. A
+     * sleeping waiter costs whoever makes it ready a cross-CPU wake-up;
+     * polling spends this thread's CPU to spare that (README). The window
+     * adapts to the idle gaps seen, between none and this ceiling, as KVM's
+     * halt polling does: it widens while gaps a longer poll would have
+     * covered come, and closes when gaps outlast the ceiling, so an idle
+     * reactor soon sleeps at once. It starts at the ceiling. */
     unsigned busy_poll_us;
 };
 

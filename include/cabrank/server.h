@@ -72,7 +72,8 @@ struct cr_server_config {
      * (cr_lf_pool_config); 0: promote before every dispatch */
     unsigned promotion_delay_us;
     /* reactor, lf, hshr: a thread about to sleep in the handle set polls it
-     * this long first (cr_reactor_config.busy_poll_us); 0: sleeps at once */
+     * first, at most this long, as long as the idle gaps seen are shorter
+     * (cr_reactor_config.busy_poll_us); 0: sleeps at once */
     unsigned busy_poll_us;
     bool multiple_leaders;    /* lf, groups > 1: one follower set; a thread leads any set
                                  without a leader (else each set has its own threads) */

@@ -7,6 +7,7 @@
 #include <cabrank/reactor.h>
 
 #include "../support/support.h"
+#include "reactor_internal.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -702,6 +703,62 @@ START_TEST(busy_poll_takes_the_event_without_sleeping)
 }
 END_TEST
 
+/* The window rules, in ns with a 400 ceiling (windows start at 100): a
+ * gap the window covered keeps it; a gap a longer poll would have covered
+ * widens it (from nothing to the start, else twice, at most the ceiling);
+ * a gap beyond the ceiling halves it, and below the start closes it. */
+START_TEST(poll_window_adapts_to_the_idle_gaps)
+{
+    ck_assert_uint_eq(cr__reactor_poll_window(400, 400, 0), 400);
+    ck_assert_uint_eq(cr__reactor_poll_window(400, 400, 400), 400);
+    ck_assert_uint_eq(cr__reactor_poll_window(100, 400, 60), 100);
+    ck_assert_uint_eq(cr__reactor_poll_window(0, 400, 1), 100);
+    ck_assert_uint_eq(cr__reactor_poll_window(100, 400, 150), 200);
+    ck_assert_uint_eq(cr__reactor_poll_window(200, 400, 399), 400);
+    ck_assert_uint_eq(cr__reactor_poll_window(300, 400, 350), 400);
+    ck_assert_uint_eq(cr__reactor_poll_window(400, 400, 401), 200);
+    ck_assert_uint_eq(cr__reactor_poll_window(200, 400, 5000), 100);
+    ck_assert_uint_eq(cr__reactor_poll_window(100, 400, 5000), 0);
+    ck_assert_uint_eq(cr__reactor_poll_window(0, 400, 5000), 0);
+    /* No ceiling, no window. */
+    ck_assert_uint_eq(cr__reactor_poll_window(0, 0, 10), 0);
+}
+END_TEST
+
+static void count_timer(struct cr_reactor *r, uint64_t id, void *arg)
+{
+    (void)r;
+    (void)id;
+    (*(int *)arg)++;
+}
+
+/* A reactor whose waits time out past the ceiling (100 ms) stops polling;
+ * a gap shorter than the ceiling (a 5 ms timer) opens the window to its
+ * start again, and one the window covers keeps it. (That a window spares
+ * the sleep is busy_poll_takes_the_event_without_sleeping's part.) */
+START_TEST(busy_poll_window_closes_after_long_gaps_and_reopens_after_short_ones)
+{
+    const uint64_t ms = CR_NSEC_PER_MSEC;
+    struct cr_reactor *r = open_polling_reactor(0, 100000u);
+    uint64_t expect[3] = {50 * ms, 25 * ms, 0};
+    uint64_t id;
+    int fired = 0;
+
+    ck_assert_uint_eq(cr__reactor_poll_window_now(r), 100 * ms);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(cr_reactor_handle_events(r, 120, 0), 0);
+        ck_assert_uint_eq(cr__reactor_poll_window_now(r), expect[i]);
+    }
+    for (int i = 1; i <= 2; i++) {
+        ck_assert_int_eq(cr_reactor_timer_add(r, 5, count_timer, &fired, &id), 0);
+        ck_assert_int_eq(cr_reactor_handle_events(r, 5000, 0), 1);
+        ck_assert_int_eq(fired, i);
+        ck_assert_uint_eq(cr__reactor_poll_window_now(r), 25 * ms);
+    }
+    cr_reactor_destroy(r);
+}
+END_TEST
+
 /* Registration churn from several threads while one thread dispatches: under
  * TSan this is the race test of the demux table and the timer heap. */
 struct churn {
@@ -900,6 +957,8 @@ Suite *reactor_suite(void)
     tcase_add_loop_test(tc, stop_from_another_thread_ends_run, 0, 2 * n);
     tcase_add_loop_test(tc, wake_returns_a_blocked_wait_early, 0, 2 * n);
     tcase_add_loop_test(tc, busy_poll_takes_the_event_without_sleeping, 0, n);
+    tcase_add_test(tc, poll_window_adapts_to_the_idle_gaps);
+    tcase_add_test(tc, busy_poll_window_closes_after_long_gaps_and_reopens_after_short_ones);
     tcase_add_loop_test(tc, registration_from_other_threads_while_one_waits_is_safe, 0, n);
     tcase_add_loop_test(tc, signal_arrives_as_reactor_event, 0, n);
     tcase_add_loop_test(tc, handler_sees_the_time_its_event_was_taken, 0, n);
