@@ -44,6 +44,7 @@
  */
 #include <cabrank/clock.h>
 #include <cabrank/handle_set.h>
+#include <cabrank/listener.h>
 #include <cabrank/log.h>
 
 #include "conn_internal.h"
@@ -911,6 +912,16 @@ void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile 
 
 /* ------------------------------------------------------------------ lifecycle */
 
+/* A connection a wildcard listener took from this host gets the loopback
+ * congestion control (cr__conn_config). Best effort: the name worked when
+ * the server started, and a connection that keeps the inherited one is
+ * served all the same. */
+static void tune_loopback(int fd, const char *name)
+{
+    if (cr_listener_is_loopback(fd) == 1 && cr_listener_congestion(fd, name) < 0)
+        CR_LOG(CR_LOG_DEBUG, "connection %d: TCP_CONGESTION %s failed", fd, name);
+}
+
 int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *cfg)
 {
     struct cr_conn *c;
@@ -923,6 +934,8 @@ int cr__conn_create(struct cr_conn **out, int fd, const struct cr__conn_config *
         close(fd);
         return -ENOMEM;
     }
+    if (cfg->loopback_congestion != NULL)
+        tune_loopback(fd, cfg->loopback_congestion);
     c->fd = fd;
     c->svc = cfg->svc;
     c->server = cfg->server;

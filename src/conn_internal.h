@@ -43,6 +43,10 @@ struct cr__conn_config {
      * full (see cr_server_config.send_budget); cr__conn_serve_blocking
      * sets SIZE_MAX. */
     size_t send_budget;
+    /* TCP_CONGESTION for a connection whose local address is loopback (one
+     * a wildcard listener took from this host; cr_server_config's
+     * loopback_congestion); NULL: it keeps what it inherited. Static. */
+    const char *loopback_congestion;
     /* Server-wide counters the driver adds its bytes to (relaxed atomics, once
      * per cr__conn_handle call); NULL: none. Borrowed. */
     uint64_t *bytes_in;

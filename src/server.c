@@ -21,9 +21,13 @@
 #include "model_internal.h"
 #include "proc_internal.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +88,9 @@ struct cr_server {
      * NULL and 1 when every group shares listen_fds. */
     int *group_fds;
     unsigned listen_groups;
+    /* What connections accepted on a wildcard listener get when they come
+     * from this host (cr__conn_config.loopback_congestion); NULL: none. */
+    const char *conn_loopback_congestion;
     struct cr_model_env env;
 
     /* Owner thread only. */
@@ -339,32 +346,95 @@ static int open_listener(struct cr_server *s, const char *address, bool reusepor
     return 0;
 }
 
-/*
- * Sets listener fd's congestion control, which the connections it accepts
- * inherit: loopback_congestion's on a loopback listener unless "same",
- * else tcp_congestion's; with neither, cubic on a loopback listener where
- * the kernel allows it (cr_server_config). A name the caller chose must
- * work. say: log a loopback choice (not again for each group's copy).
- */
-static int set_congestion(const struct cr_server *s, int fd, bool say)
+/* The loopback choice (cr_server_config.loopback_congestion), or NULL
+ * where loopback gets what the other listeners get; *chosen: the caller
+ * named it (so it must work). */
+static const char *loopback_choice(const struct cr_server *s, bool *chosen)
 {
     const char *lo = s->cfg.loopback_congestion;
+
+    *chosen = lo != NULL;
+    if (lo != NULL)
+        return strcmp(lo, CR_SERVER_CONGESTION_SAME) != 0 ? lo : NULL;
+    return s->cfg.tcp_congestion == NULL ? DEFAULT_LOOPBACK_CONGESTION : NULL;
+}
+
+/* Whether a listener is bound to the wildcard address (0.0.0.0 or ::), so
+ * that clients of this host may connect to it over loopback: 1, 0, -errno. */
+static int is_wildcard(int fd)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+
+    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        return -errno;
+    if (ss.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    if (ss.ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+    return 0;
+}
+
+/* Whether this kernel lets us set name, tried on a socket of our own. */
+static int try_congestion(const char *name)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int err;
+
+    if (fd < 0)
+        return -errno;
+    err = cr_listener_congestion(fd, name);
+    close(fd);
+    return err;
+}
+
+/*
+ * Sets listener fd's congestion control, which the connections it accepts
+ * inherit: the loopback choice on a loopback listener, else tcp_congestion's
+ * (cr_server_config). A wildcard listener also may take connections from
+ * this host: those get the loopback choice after accept instead
+ * (conn_loopback_congestion, set here). Where the default cubic is not
+ * allowed, the system's stays; a name the caller chose must work. say: log
+ * a loopback choice (not again for each group's copy).
+ */
+static int set_congestion(struct cr_server *s, int fd, bool say)
+{
+    bool chosen;
+    const char *lo = loopback_choice(s, &chosen);
     const char *name = s->cfg.tcp_congestion;
-    bool chosen = name != NULL;
     bool loopback = false;
+    int wildcard;
     char addr[128];
     int err;
 
     /* Only a loopback choice of its own can differ from tcp_congestion's. */
-    if (lo != NULL ? strcmp(lo, CR_SERVER_CONGESTION_SAME) != 0 : name == NULL) {
+    if (lo != NULL && (lo == name || (name != NULL && strcmp(lo, name) == 0)))
+        lo = NULL;
+    if (lo != NULL) {
         err = cr_listener_is_loopback(fd);
         if (err < 0)
             return err;
         loopback = err == 1;
+        wildcard = loopback ? 0 : is_wildcard(fd);
+        if (wildcard < 0)
+            return wildcard;
+        if (wildcard == 1 && s->conn_loopback_congestion == NULL) {
+            err = try_congestion(lo);
+            if (err < 0 && chosen) {
+                CR_LOG(CR_LOG_ERROR, "TCP_CONGESTION %s: %s", lo, strerror(-err));
+                return err;
+            }
+            if (err == 0)
+                s->conn_loopback_congestion = lo;
+        }
+        if (wildcard == 1 && say && s->conn_loopback_congestion != NULL &&
+            cr_listener_address(fd, addr, sizeof(addr)) == 0)
+            CR_LOG(CR_LOG_INFO, "%s: connections from this host, congestion control %s", addr, lo);
     }
     if (loopback) {
-        chosen = lo != NULL;
-        name = chosen ? lo : DEFAULT_LOOPBACK_CONGESTION;
+        name = lo;
+    } else {
+        chosen = name != NULL;
     }
     if (name == NULL)
         return 0;
@@ -463,6 +533,7 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
                 .send_timeout_ms = s->cfg.send_timeout_ms,
                 .output_high_water = s->cfg.output_high_water,
                 .send_budget = s->cfg.send_budget,
+                .loopback_congestion = s->conn_loopback_congestion,
                 .bytes_in = &s->bytes_in,
                 .bytes_out = &s->bytes_out,
                 .requests = &s->requests,

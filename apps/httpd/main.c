@@ -186,8 +186,9 @@ static const struct opts_def opt_defs[] = {
            "reno, bbr... (default: the system's; BBR paces\n"
            "each socket with a timer where no fq qdisc does)"),
     STRING("loopback-congestion", SCOPE_SERVER, server.loopback_congestion, "NAME",
-           "the same for the listeners on a loopback address,\n"
-           "or \"same\" (default cubic where allowed, unless\n"
+           "the same for the listeners on a loopback address\n"
+           "and the connections from this host on a wildcard\n"
+           "one, or \"same\" (default cubic where allowed, unless\n"
            "--tcp-congestion is given: loopback has no link\n"
            "for BBR's pacing to spare)"),
     NUM("send-budget", SCOPE_SERVER, server.send_budget, 0, SIZE_MAX, "BYTES",

@@ -55,7 +55,9 @@ struct cr_server_config {
      * the system's */
     const char *tcp_congestion;
     /* TCP_CONGESTION on the listeners bound to a loopback address
-     * (cr_listener_is_loopback), whose connections come from this host:
+     * (cr_listener_is_loopback), whose connections come from this host,
+     * and after accept on each connection a wildcard listener takes from
+     * this host (its local address on loopback):
      * NULL: "cubic" where the kernel allows it, unless tcp_congestion is
      * set; "same": what the other listeners get; a name: that one, or
      * cr_server_create fails. Loopback has no bottleneck for BBR to probe

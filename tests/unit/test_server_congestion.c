@@ -5,18 +5,23 @@
  * to both instead; "same" adds nothing; a chosen name goes to loopback
  * listeners only, and one the kernel lacks fails cr_server_create. Checked
  * on inherited listeners, which the test can read the option back from; the
- * server tunes its own the same way (open_listeners).
+ * server tunes its own the same way (open_listeners). A wildcard listener's
+ * connections from this host get the loopback choice after accept: checked
+ * on the server's end of a connection by the service that opens it. (The
+ * wildcard listener is served to a client on 127.0.0.1 only.)
  */
 #include <cabrank/listener.h>
 #include <cabrank/server.h>
 
 #include "../support/services.h"
 #include "../support/support.h"
+#include "conn_internal.h"
 
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -161,6 +166,143 @@ START_TEST(a_chosen_name_the_kernel_lacks_fails_create)
 }
 END_TEST
 
+/* The line service, noting the congestion control of each connection it
+ * opens, as the server's end of it has it then (under mu: the server's
+ * thread writes, the test's reads). */
+struct noting_svc {
+    struct cr_service svc;
+    const struct cr_service *inner;
+    pthread_mutex_t mu;
+    char cc[32];
+};
+
+static int noting_open(void *ctx, struct cr_conn *c, void **state)
+{
+    struct noting_svc *n = ctx;
+    char cc[32] = "";
+    socklen_t len = sizeof(cc);
+
+    if (getsockopt(cr__conn_fd(c), IPPROTO_TCP, TCP_CONGESTION, cc, &len) < 0)
+        return -errno;
+    pthread_mutex_lock(&n->mu);
+    memcpy(n->cc, cc, sizeof(cc));
+    pthread_mutex_unlock(&n->mu);
+    return n->inner->open != NULL ? n->inner->open(n->inner->ctx, c, state) : 0;
+}
+
+static ssize_t noting_input(void *ctx, void *state, struct cr_conn *c, const char *data, size_t len)
+{
+    struct noting_svc *n = ctx;
+
+    return n->inner->input(n->inner->ctx, state, c, data, len);
+}
+
+static void noting_drained(void *ctx, void *state, struct cr_conn *c)
+{
+    struct noting_svc *n = ctx;
+
+    n->inner->drained(n->inner->ctx, state, c);
+}
+
+static void noting_close(void *ctx, void *state)
+{
+    struct noting_svc *n = ctx;
+
+    if (n->inner->close != NULL)
+        n->inner->close(n->inner->ctx, state);
+}
+
+static void noting_init(struct noting_svc *n, const struct cr_service *inner)
+{
+    memset(n, 0, sizeof(*n));
+    n->inner = inner;
+    n->svc = *inner;
+    n->svc.ctx = n;
+    n->svc.open = noting_open;
+    n->svc.input = noting_input;
+    n->svc.drained = inner->drained != NULL ? noting_drained : NULL;
+    n->svc.close = noting_close;
+    ck_assert_int_eq(pthread_mutex_init(&n->mu, NULL), 0);
+}
+
+/* Serves one client over the wildcard listener under loopback_congestion
+ * lc (tcp_congestion tc) and leaves in cc what the server's end of that
+ * connection from 127.0.0.1 uses. */
+static void serve_on_wildcard(const char *lc, const char *tc, char *cc)
+{
+    struct cr_server_config cfg = {
+        .model = "reactor",
+        .loopback_congestion = lc,
+        .tcp_congestion = tc,
+    };
+    struct cr_test_svc t;
+    struct noting_svc n;
+    struct cr_test_client cl;
+    struct cr_server *s = NULL;
+    struct pair p;
+    char line[64];
+    int lport;
+
+    open_pair(&p);
+    close(p.loopback);
+    lport = cr_listener_port(p.wildcard);
+    ck_assert_int_gt(lport, 0);
+    cfg.listen_fds[0] = p.wildcard;
+    ck_assert_int_eq(cr_test_line_init(&t), 0);
+    noting_init(&n, &t.svc);
+    ck_assert_int_eq(cr_server_create(&s, &cfg, &n.svc), 0);
+    ck_assert_int_eq(cr_server_start(s), 0);
+    ck_assert_int_eq(cr_test_client_open(&cl, (uint16_t)lport), 0);
+    /* Answered: the connection was opened. */
+    ck_assert_int_eq(cr_test_client_send(&cl, "hello\n"), 0);
+    ck_assert_int_gt(cr_test_client_line(&cl, line, sizeof(line), cr_test_tmo(5000)), 0);
+    pthread_mutex_lock(&n.mu);
+    memcpy(cc, n.cc, sizeof(n.cc));
+    pthread_mutex_unlock(&n.mu);
+    cr_test_client_close(&cl);
+    cr_server_stop(s, true);
+    ck_assert_int_eq(cr_server_wait(s), 0);
+    cr_server_destroy(s);
+    pthread_mutex_destroy(&n.mu);
+    cr_test_svc_fini(&t);
+    close(p.wildcard);
+}
+
+START_TEST(wildcard_connections_from_this_host_get_the_loopback_choice)
+{
+    char cc[32];
+    char sys[32];
+
+    system_default(sys);
+    serve_on_wildcard(NULL, NULL, cc);
+    ck_assert_str_eq(cc, cubic_allowed() ? "cubic" : sys);
+    serve_on_wildcard("reno", NULL, cc);
+    ck_assert_str_eq(cc, "reno");
+    serve_on_wildcard(CR_SERVER_CONGESTION_SAME, NULL, cc);
+    ck_assert_str_eq(cc, sys);
+    /* tcp_congestion reaches them through the listener. */
+    serve_on_wildcard(NULL, "reno", cc);
+    ck_assert_str_eq(cc, "reno");
+}
+END_TEST
+
+START_TEST(a_chosen_name_the_kernel_lacks_fails_create_over_a_wildcard_listener)
+{
+    struct cr_server_config cfg = {.model = "reactor", .loopback_congestion = "no-such-cc"};
+    struct cr_test_svc t;
+    struct cr_server *s = NULL;
+    struct pair p;
+
+    open_pair(&p);
+    close(p.loopback);
+    cfg.listen_fds[0] = p.wildcard;
+    ck_assert_int_eq(cr_test_line_init(&t), 0);
+    ck_assert_int_eq(cr_server_create(&s, &cfg, &t.svc), -ENOENT);
+    cr_test_svc_fini(&t);
+    close(p.wildcard);
+}
+END_TEST
+
 Suite *server_congestion_suite(void);
 Suite *server_congestion_suite(void)
 {
@@ -172,6 +314,8 @@ Suite *server_congestion_suite(void)
     tcase_add_test(tc, same_adds_nothing_for_loopback);
     tcase_add_test(tc, a_chosen_name_goes_to_loopback_listeners_only);
     tcase_add_test(tc, a_chosen_name_the_kernel_lacks_fails_create);
+    tcase_add_test(tc, wildcard_connections_from_this_host_get_the_loopback_choice);
+    tcase_add_test(tc, a_chosen_name_the_kernel_lacks_fails_create_over_a_wildcard_listener);
     suite_add_tcase(s, tc);
     return s;
 }
