@@ -709,17 +709,17 @@ END_TEST
  * a gap beyond the ceiling halves it, and below the start closes it. */
 START_TEST(poll_window_adapts_to_the_idle_gaps)
 {
-    ck_assert_uint_eq(cr__reactor_poll_window(400, 400, 0), 400);
-    ck_assert_uint_eq(cr__reactor_poll_window(400, 400, 400), 400);
-    ck_assert_uint_eq(cr__reactor_poll_window(100, 400, 60), 100);
-    ck_assert_uint_eq(cr__reactor_poll_window(0, 400, 1), 100);
-    ck_assert_uint_eq(cr__reactor_poll_window(100, 400, 150), 200);
-    ck_assert_uint_eq(cr__reactor_poll_window(200, 400, 399), 400);
-    ck_assert_uint_eq(cr__reactor_poll_window(300, 400, 350), 400);
-    ck_assert_uint_eq(cr__reactor_poll_window(400, 400, 401), 200);
-    ck_assert_uint_eq(cr__reactor_poll_window(200, 400, 5000), 100);
-    ck_assert_uint_eq(cr__reactor_poll_window(100, 400, 5000), 0);
-    ck_assert_uint_eq(cr__reactor_poll_window(0, 400, 5000), 0);
+    static const struct {
+        uint64_t window, idle, next;
+    } cases[] = {
+        {400, 0, 400},    {400, 400, 400}, {100, 60, 100},  {0, 1, 100},
+        {100, 150, 200},  {200, 399, 400}, {300, 350, 400}, {400, 401, 200},
+        {200, 5000, 100}, {100, 5000, 0},  {0, 5000, 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        ck_assert_msg(cr__reactor_poll_window(cases[i].window, 400, cases[i].idle) == cases[i].next,
+                      "case %zu", i);
     /* No ceiling, no window. */
     ck_assert_uint_eq(cr__reactor_poll_window(0, 0, 10), 0);
 }
