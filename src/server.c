@@ -24,6 +24,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,6 +376,17 @@ static int is_wildcard(int fd)
     return 0;
 }
 
+/* Whether listener fd's congestion control (which its connections
+ * inherit) is name already. */
+static bool inherits(int fd, const char *name)
+{
+    char cur[32];
+    socklen_t len = sizeof(cur);
+
+    return getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cur, &len) == 0 &&
+           strncmp(cur, name, sizeof(cur)) == 0;
+}
+
 /* Whether this kernel lets us set name, tried on a socket of our own. */
 static int try_congestion(const char *name)
 {
@@ -418,6 +430,10 @@ static int set_congestion(struct cr_server *s, int fd, bool say)
         wildcard = loopback ? 0 : is_wildcard(fd);
         if (wildcard < 0)
             return wildcard;
+        /* Connections that inherit lo anyway (a host whose default it is)
+         * need no check of their own. */
+        if (wildcard == 1 && name == NULL && inherits(fd, lo))
+            wildcard = 0;
         if (wildcard == 1 && s->conn_loopback_congestion == NULL) {
             err = try_congestion(lo);
             if (err < 0 && chosen) {
