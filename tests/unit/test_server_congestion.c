@@ -11,6 +11,7 @@
  * wildcard listener is served to a client on 127.0.0.1 only.)
  */
 #include <cabrank/listener.h>
+#include <cabrank/log.h>
 #include <cabrank/server.h>
 
 #include "../support/services.h"
@@ -22,6 +23,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -303,6 +305,61 @@ START_TEST(a_chosen_name_the_kernel_lacks_fails_create_over_a_wildcard_listener)
 }
 END_TEST
 
+/* Creates a server over a wildcard listener whose congestion control is
+ * preset (NULL: the system's) with loopback_congestion lc, and returns
+ * whether it logged that connections from this host get a choice of their
+ * own, which is when it checks each connection. */
+static bool checks_each_connection(const char *preset, const char *lc)
+{
+    struct cr_server_config cfg = {.model = "reactor", .loopback_congestion = lc};
+    char path[] = "/tmp/cr-congestion-log-XXXXXX";
+    struct cr_test_svc t;
+    struct cr_server *s = NULL;
+    struct pair p;
+    char *log;
+    bool said;
+    int level;
+    int fd = mkstemp(path);
+
+    ck_assert_int_ge(fd, 0);
+    open_pair(&p);
+    close(p.loopback);
+    if (preset != NULL)
+        ck_assert_int_eq(cr_listener_congestion(p.wildcard, preset), 0);
+    cfg.listen_fds[0] = p.wildcard;
+    ck_assert_int_eq(cr_test_line_init(&t), 0);
+    level = __atomic_load_n(&cr_log_threshold, __ATOMIC_RELAXED);
+    cr_log_set_level(CR_LOG_INFO);
+    cr_log_set_fd(fd);
+    ck_assert_int_eq(cr_server_create(&s, &cfg, &t.svc), 0);
+    cr_log_set_fd(-1);
+    cr_log_set_level((enum cr_log_level)level);
+    cr_server_destroy(s);
+    cr_test_svc_fini(&t);
+    close(p.wildcard);
+    close(fd);
+    log = cr_test_read_file(path, NULL);
+    ck_assert_ptr_nonnull(log);
+    said = strstr(log, "connections from this host, congestion control") != NULL;
+    free(log);
+    unlink(path);
+    return said;
+}
+
+/* Where the listener's connections inherit the choice anyway (a host whose
+ * default it is), none is checked. */
+START_TEST(wildcard_connections_that_inherit_the_choice_are_not_checked)
+{
+    char sys[32];
+    const char *other;
+
+    system_default(sys);
+    other = strcmp(sys, "reno") != 0 ? "reno" : "cubic";
+    ck_assert(checks_each_connection(NULL, other));
+    ck_assert(!checks_each_connection(other, other));
+}
+END_TEST
+
 Suite *server_congestion_suite(void);
 Suite *server_congestion_suite(void)
 {
@@ -315,6 +372,7 @@ Suite *server_congestion_suite(void)
     tcase_add_test(tc, a_chosen_name_goes_to_loopback_listeners_only);
     tcase_add_test(tc, a_chosen_name_the_kernel_lacks_fails_create);
     tcase_add_test(tc, wildcard_connections_from_this_host_get_the_loopback_choice);
+    tcase_add_test(tc, wildcard_connections_that_inherit_the_choice_are_not_checked);
     tcase_add_test(tc, a_chosen_name_the_kernel_lacks_fails_create_over_a_wildcard_listener);
     suite_add_tcase(s, tc);
     return s;
