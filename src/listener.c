@@ -230,6 +230,23 @@ int cr_listener_is_loopback(int fd)
     return IN6_IS_ADDR_LOOPBACK(a6);
 }
 
+int cr_listener_is_wildcard(int fd)
+{
+    struct sockaddr_storage ss;
+    const struct in6_addr *a6;
+    int err;
+
+    err = local_address(fd, &ss);
+    if (err < 0)
+        return err;
+    if (ss.ss_family == AF_INET)
+        return ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(a6))
+        return a6->s6_addr32[3] == htonl(INADDR_ANY);
+    return IN6_IS_ADDR_UNSPECIFIED(a6);
+}
+
 int cr_listener_address(int fd, char *buf, size_t len)
 {
     struct sockaddr_storage ss;

@@ -21,7 +21,6 @@
 #include "model_internal.h"
 #include "proc_internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -360,22 +359,6 @@ static const char *loopback_choice(const struct cr_server *s, bool *chosen)
     return s->cfg.tcp_congestion == NULL ? DEFAULT_LOOPBACK_CONGESTION : NULL;
 }
 
-/* Whether a listener is bound to the wildcard address (0.0.0.0 or ::), so
- * that clients of this host may connect to it over loopback: 1, 0, -errno. */
-static int is_wildcard(int fd)
-{
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof(ss);
-
-    if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-        return -errno;
-    if (ss.ss_family == AF_INET)
-        return ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
-    if (ss.ss_family == AF_INET6)
-        return IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)&ss)->sin6_addr);
-    return 0;
-}
-
 /* Whether listener fd's congestion control (which its connections
  * inherit) is name already. */
 static bool inherits(int fd, const char *name)
@@ -400,74 +383,71 @@ static int try_congestion(const char *name)
     return err;
 }
 
-/*
- * Sets listener fd's congestion control, which the connections it accepts
- * inherit: the loopback choice on a loopback listener, else tcp_congestion's
- * (cr_server_config). A wildcard listener also may take connections from
- * this host: those get the loopback choice after accept instead
- * (conn_loopback_congestion, set here). Where the default cubic is not
- * allowed, the system's stays; a name the caller chose must work. say: log
- * a loopback choice (not again for each group's copy).
- */
-static int set_congestion(struct cr_server *s, int fd, bool say)
+/* Sets name on listener fd: 0, or 1 where a default (not chosen) is not
+ * allowed and the system's stays; a name the caller chose must work
+ * (-errno). */
+static int apply_congestion(int fd, const char *name, bool chosen)
 {
-    bool chosen;
-    const char *lo = loopback_choice(s, &chosen);
-    const char *name = s->cfg.tcp_congestion;
-    bool loopback = false;
-    int wildcard;
-    char addr[128];
-    int err;
+    int err = cr_listener_congestion(fd, name);
 
-    /* Only a loopback choice of its own can differ from tcp_congestion's. */
-    if (lo != NULL && (lo == name || (name != NULL && strcmp(lo, name) == 0)))
-        lo = NULL;
-    if (lo != NULL) {
-        err = cr_listener_is_loopback(fd);
-        if (err < 0)
-            return err;
-        loopback = err == 1;
-        wildcard = loopback ? 0 : is_wildcard(fd);
-        if (wildcard < 0)
-            return wildcard;
-        /* Connections that inherit lo anyway (a host whose default it is)
-         * need no check of their own. */
-        if (wildcard == 1 && name == NULL && inherits(fd, lo))
-            wildcard = 0;
-        if (wildcard == 1 && s->conn_loopback_congestion == NULL) {
-            err = try_congestion(lo);
-            if (err < 0 && chosen) {
-                CR_LOG(CR_LOG_ERROR, "TCP_CONGESTION %s: %s", lo, strerror(-err));
-                return err;
-            }
-            if (err == 0)
-                s->conn_loopback_congestion = lo;
-        }
-        if (wildcard == 1 && say && s->conn_loopback_congestion != NULL &&
-            cr_listener_address(fd, addr, sizeof(addr)) == 0)
-            CR_LOG(CR_LOG_INFO, "%s: connections from this host, congestion control %s", addr, lo);
-    }
-    if (loopback) {
-        name = lo;
-    } else {
-        chosen = name != NULL;
-    }
-    if (name == NULL)
-        return 0;
-    err = cr_listener_congestion(fd, name);
     if (err < 0 && chosen) {
         CR_LOG(CR_LOG_ERROR, "listener %d: TCP_CONGESTION %s: %s", fd, name, strerror(-err));
         return err;
     }
-    if (err < 0) {
-        CR_LOG(CR_LOG_DEBUG, "loopback listener %d: TCP_CONGESTION %s: %s; the system's stays", fd,
-               name, strerror(-err));
-        return 0;
+    if (err < 0)
+        CR_LOG(CR_LOG_DEBUG, "listener %d: TCP_CONGESTION %s: %s; the system's stays", fd, name,
+               strerror(-err));
+    return err < 0 ? 1 : 0;
+}
+
+/*
+ * Sets listener fd's congestion control, which the connections it accepts
+ * inherit: the loopback choice on a loopback listener, else tcp_congestion's
+ * (cr_server_config). A wildcard listener also takes connections from this
+ * host: those get the loopback choice after accept instead
+ * (conn_loopback_congestion, set here), unless they inherit it anyway. say:
+ * log a loopback choice (not again for each group's copy).
+ */
+static int set_congestion(struct cr_server *s, int fd, bool say)
+{
+    const char *tc = s->cfg.tcp_congestion;
+    bool chosen;
+    const char *lo = loopback_choice(s, &chosen);
+    char addr[128];
+    int err;
+
+    /* Only a loopback choice of its own can differ from tcp_congestion's. */
+    if (lo != NULL && tc != NULL && strcmp(lo, tc) == 0)
+        lo = NULL;
+    err = lo != NULL ? cr_listener_is_loopback(fd) : 0;
+    if (err < 0)
+        return err;
+    if (err == 1) {
+        err = apply_congestion(fd, lo, chosen);
+        /* An administrator who chose BBR for the host should see where it
+         * is not used. */
+        if (err == 0 && say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
+            CR_LOG(CR_LOG_INFO, "%s: loopback, congestion control %s", addr, lo);
+        return err < 0 ? err : 0;
     }
-    /* An administrator who chose BBR for the host should see where it is
-     * not used. */
-    if (loopback && say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
-        CR_LOG(CR_LOG_INFO, "%s: loopback, congestion control %s", addr, name);
+    err = tc != NULL ? apply_congestion(fd, tc, true) : 0;
+    if (err < 0 || lo == NULL)
+        return err;
+    err = cr_listener_is_wildcard(fd);
+    if (err <= 0 || inherits(fd, lo))
+        return err;
+    if (s->conn_loopback_congestion == NULL) {
+        err = try_congestion(lo);
+        if (err < 0 && chosen) {
+            CR_LOG(CR_LOG_ERROR, "TCP_CONGESTION %s: %s", lo, strerror(-err));
+            return err;
+        }
+        if (err < 0)
+            return 0;
+        s->conn_loopback_congestion = lo;
+    }
+    if (say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
+        CR_LOG(CR_LOG_INFO, "%s: connections from this host, congestion control %s", addr, lo);
     return 0;
 }
 

@@ -69,6 +69,11 @@ CR_MUST_CHECK int cr_listener_congestion(int fd, const char *name);
  * -errno. A wildcard address is not loopback. Thread-safe. */
 CR_MUST_CHECK int cr_listener_is_loopback(int fd);
 
+/* Whether a socket is bound to the wildcard address (0.0.0.0, ::, or
+ * ::ffff:0.0.0.0), so that this host's clients may reach it over loopback
+ * as well as others over the network: 1 or 0, or -errno. Thread-safe. */
+CR_MUST_CHECK int cr_listener_is_wildcard(int fd);
+
 /* Writes the bound address of a socket as "127.0.0.1:34567" or "[::1]:80".
  * -ENOSPC if buf is too small, -errno. Thread-safe. */
 CR_MUST_CHECK int cr_listener_address(int fd, char *buf, size_t len);

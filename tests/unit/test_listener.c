@@ -395,9 +395,9 @@ START_TEST(congestion_control_is_inherited_by_accepted_connections)
 }
 END_TEST
 
-/* 1 when a listener on address is bound to loopback, 0 when not; -1 when
- * this machine has no IPv6 loopback. */
-static int loopback_of(const char *address)
+/* What is(fd) says of a listener on address (1 or 0); -1 when this
+ * machine has no IPv6 loopback. */
+static int scope_of(const char *address, int (*is)(int fd))
 {
     struct cr_listener_config cfg = {.address = address};
     int fd;
@@ -407,9 +407,19 @@ static int loopback_of(const char *address)
         return -1;
     if (address[0] != '[')
         ck_assert_int_eq(cr_listener_open(&fd, &cfg), 0);
-    r = cr_listener_is_loopback(fd);
+    r = is(fd);
     close(fd);
     return r;
+}
+
+static int loopback_of(const char *address)
+{
+    return scope_of(address, cr_listener_is_loopback);
+}
+
+static int wildcard_of(const char *address)
+{
+    return scope_of(address, cr_listener_is_wildcard);
 }
 
 START_TEST(tells_loopback_addresses_from_others)
@@ -424,6 +434,20 @@ START_TEST(tells_loopback_addresses_from_others)
         ck_assert_int_eq(loopback_of("[::ffff:0.0.0.0]:0"), 0);
     }
     ck_assert_int_eq(cr_listener_is_loopback(-1), -EBADF);
+}
+END_TEST
+
+START_TEST(tells_wildcard_addresses_from_others)
+{
+    ck_assert_int_eq(wildcard_of("0.0.0.0:0"), 1);
+    ck_assert_int_eq(wildcard_of("127.0.0.1:0"), 0);
+    if (wildcard_of("[::]:0") >= 0) {
+        ck_assert_int_eq(wildcard_of("[::]:0"), 1);
+        ck_assert_int_eq(wildcard_of("[::1]:0"), 0);
+        ck_assert_int_eq(wildcard_of("[::ffff:0.0.0.0]:0"), 1);
+        ck_assert_int_eq(wildcard_of("[::ffff:127.0.0.1]:0"), 0);
+    }
+    ck_assert_int_eq(cr_listener_is_wildcard(-1), -EBADF);
 }
 END_TEST
 
@@ -450,6 +474,7 @@ Suite *listener_suite(void)
     tcase_add_test(sock, defer_accept_hands_over_connections_with_data_only);
     tcase_add_test(sock, congestion_control_is_inherited_by_accepted_connections);
     tcase_add_test(sock, tells_loopback_addresses_from_others);
+    tcase_add_test(sock, tells_wildcard_addresses_from_others);
     suite_add_tcase(s, sock);
     return s;
 }
