@@ -32,13 +32,22 @@ struct pair {
     int wildcard; /* 0.0.0.0:0 */
 };
 
+/* A wildcard listener (0.0.0.0:0). */
+static int open_wildcard(void)
+{
+    struct cr_listener_config any = {.address = "0.0.0.0:0"};
+    int fd;
+
+    ck_assert_int_eq(cr_listener_open(&fd, &any), 0);
+    return fd;
+}
+
 static void open_pair(struct pair *p)
 {
     struct cr_listener_config lo = {.address = "127.0.0.1:0"};
-    struct cr_listener_config any = {.address = "0.0.0.0:0"};
 
     ck_assert_int_eq(cr_listener_open(&p->loopback, &lo), 0);
-    ck_assert_int_eq(cr_listener_open(&p->wildcard, &any), 0);
+    p->wildcard = open_wildcard();
 }
 
 static void close_pair(struct pair *p)
@@ -241,15 +250,14 @@ static void serve_on_wildcard(const char *lc, const char *tc, char *cc)
     struct noting_svc n;
     struct cr_test_client cl;
     struct cr_server *s = NULL;
-    struct pair p;
+    int wildcard;
     char line[64];
     int lport;
 
-    open_pair(&p);
-    close(p.loopback);
-    lport = cr_listener_port(p.wildcard);
+    wildcard = open_wildcard();
+    lport = cr_listener_port(wildcard);
     ck_assert_int_gt(lport, 0);
-    cfg.listen_fds[0] = p.wildcard;
+    cfg.listen_fds[0] = wildcard;
     ck_assert_int_eq(cr_test_line_init(&t), 0);
     noting_init(&n, &t.svc);
     ck_assert_int_eq(cr_server_create(&s, &cfg, &n.svc), 0);
@@ -267,7 +275,7 @@ static void serve_on_wildcard(const char *lc, const char *tc, char *cc)
     cr_server_destroy(s);
     pthread_mutex_destroy(&n.mu);
     cr_test_svc_fini(&t);
-    close(p.wildcard);
+    close(wildcard);
 }
 
 START_TEST(wildcard_connections_from_this_host_get_the_loopback_choice)
@@ -293,15 +301,14 @@ START_TEST(a_chosen_name_the_kernel_lacks_fails_create_over_a_wildcard_listener)
     struct cr_server_config cfg = {.model = "reactor", .loopback_congestion = "no-such-cc"};
     struct cr_test_svc t;
     struct cr_server *s = NULL;
-    struct pair p;
+    int wildcard;
 
-    open_pair(&p);
-    close(p.loopback);
-    cfg.listen_fds[0] = p.wildcard;
+    wildcard = open_wildcard();
+    cfg.listen_fds[0] = wildcard;
     ck_assert_int_eq(cr_test_line_init(&t), 0);
     ck_assert_int_eq(cr_server_create(&s, &cfg, &t.svc), -ENOENT);
     cr_test_svc_fini(&t);
-    close(p.wildcard);
+    close(wildcard);
 }
 END_TEST
 
@@ -315,18 +322,17 @@ static bool checks_each_connection(const char *preset, const char *lc)
     char path[] = "/tmp/cr-congestion-log-XXXXXX";
     struct cr_test_svc t;
     struct cr_server *s = NULL;
-    struct pair p;
+    int wildcard;
     char *log;
     bool said;
     int level;
     int fd = mkstemp(path);
 
     ck_assert_int_ge(fd, 0);
-    open_pair(&p);
-    close(p.loopback);
+    wildcard = open_wildcard();
     if (preset != NULL)
-        ck_assert_int_eq(cr_listener_congestion(p.wildcard, preset), 0);
-    cfg.listen_fds[0] = p.wildcard;
+        ck_assert_int_eq(cr_listener_congestion(wildcard, preset), 0);
+    cfg.listen_fds[0] = wildcard;
     ck_assert_int_eq(cr_test_line_init(&t), 0);
     level = __atomic_load_n(&cr_log_threshold, __ATOMIC_RELAXED);
     cr_log_set_level(CR_LOG_INFO);
@@ -336,7 +342,7 @@ static bool checks_each_connection(const char *preset, const char *lc)
     cr_log_set_level((enum cr_log_level)level);
     cr_server_destroy(s);
     cr_test_svc_fini(&t);
-    close(p.wildcard);
+    close(wildcard);
     close(fd);
     log = cr_test_read_file(path, NULL);
     ck_assert_ptr_nonnull(log);
