@@ -213,38 +213,53 @@ static int local_address(int fd, struct sockaddr_storage *ss)
     return 0;
 }
 
-int cr_listener_is_loopback(int fd)
+enum address_scope {
+    SCOPE_OTHER = 0,
+    SCOPE_LOOPBACK,
+    SCOPE_WILDCARD,
+};
+
+/* Where socket fd is bound: loopback, the wildcard, or elsewhere; an IPv4
+ * address mapped into IPv6 counts as its IPv4 self. Or -errno. */
+static int address_scope(int fd)
 {
     struct sockaddr_storage ss;
     const struct in6_addr *a6;
+    uint32_t v4;
     int err;
 
     err = local_address(fd, &ss);
     if (err < 0)
         return err;
-    if (ss.ss_family == AF_INET)
-        return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == IN_LOOPBACKNET;
-    a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(a6))
-        return a6->s6_addr[12] == IN_LOOPBACKNET;
-    return IN6_IS_ADDR_LOOPBACK(a6);
+    if (ss.ss_family == AF_INET) {
+        v4 = ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr);
+    } else {
+        a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a6))
+            return SCOPE_LOOPBACK;
+        if (IN6_IS_ADDR_UNSPECIFIED(a6))
+            return SCOPE_WILDCARD;
+        if (!IN6_IS_ADDR_V4MAPPED(a6))
+            return SCOPE_OTHER;
+        v4 = ntohl(a6->s6_addr32[3]);
+    }
+    if ((v4 >> 24) == IN_LOOPBACKNET)
+        return SCOPE_LOOPBACK;
+    return v4 == INADDR_ANY ? SCOPE_WILDCARD : SCOPE_OTHER;
+}
+
+int cr_listener_is_loopback(int fd)
+{
+    int scope = address_scope(fd);
+
+    return scope < 0 ? scope : scope == SCOPE_LOOPBACK;
 }
 
 int cr_listener_is_wildcard(int fd)
 {
-    struct sockaddr_storage ss;
-    const struct in6_addr *a6;
-    int err;
+    int scope = address_scope(fd);
 
-    err = local_address(fd, &ss);
-    if (err < 0)
-        return err;
-    if (ss.ss_family == AF_INET)
-        return ((struct sockaddr_in *)&ss)->sin_addr.s_addr == htonl(INADDR_ANY);
-    a6 = &((struct sockaddr_in6 *)&ss)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(a6))
-        return a6->s6_addr32[3] == htonl(INADDR_ANY);
-    return IN6_IS_ADDR_UNSPECIFIED(a6);
+    return scope < 0 ? scope : scope == SCOPE_WILDCARD;
 }
 
 int cr_listener_address(int fd, char *buf, size_t len)
