@@ -853,6 +853,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
 
         if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
             ev->taken_ns = now; /* the handler's event time */
+            ev->backlog_ns = r->pending_pos < r->pending_len ? r->pending_at : 0;
             found = 1;
             break;
         }

@@ -67,7 +67,8 @@ struct cr_reactor_event {
     cr_reactor_handler_fn *handler;
     cr_reactor_timer_fn *timer;
     void *arg;
-    uint64_t taken_ns; /* cr_clock_now_ns() when taken: the handler's event time */
+    uint64_t taken_ns;   /* cr_clock_now_ns() when taken: the handler's event time */
+    uint64_t backlog_ns; /* when the events still waiting after it were fetched; 0: none */
 };
 
 /*

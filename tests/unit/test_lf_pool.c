@@ -22,6 +22,7 @@
 #include <cabrank/reactor.h>
 
 #include "../support/support.h"
+#include "lf_pool_internal.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -547,6 +548,44 @@ START_TEST(deferred_promotion_wakes_nobody_for_quick_handlers)
     ck_assert_msg(deferred.deferred >= 150, "%s: %llu deferred", deferring[_i],
                   (unsigned long long)deferred.deferred);
     ck_assert_uint_le(deferred.taken_over, deferred.promotions);
+}
+END_TEST
+
+/*
+ * The watchdog sleeps while turns are quick: each deferring leader keeps its
+ * reactor's timer from going off, where a watchdog that looks every delay
+ * (as it once did) looks some 30 times here. A look is a gap between events
+ * of half a delay or more, which a loaded machine makes now and then.
+ */
+START_TEST(deferred_promotion_watchdog_sleeps_while_turns_are_quick)
+{
+    enum { DELAY = 20000, RUN_MS = 600, MAX_EVENTS = 200000, MAX_LOOKS = 6 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    struct chan *c = add_chan(x, r, MODE_COUNT);
+    uint64_t start;
+    uint64_t deferred;
+    uint64_t looks;
+    uint64_t k = 0;
+
+    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    ck_assert(wait_roles(x->p, 1, 1, -1));
+    start = cr_clock_now_ns();
+    while (k < MAX_EVENTS && cr_clock_now_ns() - start < RUN_MS * CR_NSEC_PER_MSEC) {
+        poke(c);
+        ck_assert(wait_count(&c->handled, ++k));
+    }
+    looks = cr__lf_pool_looks(x->p);
+    cr_lf_pool_deferrals(x->p, &deferred, NULL);
+    /* The control: the turns were deferred, so the timer had work. */
+    ck_assert_msg(deferred >= k / 2, "%s: %llu of %llu turns deferred", deferring[_i],
+                  (unsigned long long)deferred, (unsigned long long)k);
+    ck_assert_msg(looks <= MAX_LOOKS, "%s: %llu looks in %d ms of %llu quick turns", deferring[_i],
+                  (unsigned long long)looks, RUN_MS, (unsigned long long)k);
+    stop_and_join(x->p);
+    check_clean(x);
+    destroy_all(x, r);
 }
 END_TEST
 
@@ -1411,6 +1450,8 @@ Suite *lf_pool_suite(void)
     tcase_add_loop_test(tc, deferred_promotion_adds_a_thread_when_fetched_events_wait, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     tcase_add_loop_test(tc, deferred_promotion_takes_over_from_a_blocked_handler, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_promotion_watchdog_sleeps_while_turns_are_quick, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     suite_add_tcase(s, tc);
     return s;
