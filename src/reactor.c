@@ -824,6 +824,13 @@ uint64_t cr__reactor_poll_window_now(struct cr_reactor *r)
     return w;
 }
 
+/* When the fetched events still untaken were fetched, or 0 if none are.
+ * Caller holds r->lock. */
+static uint64_t backlog_since_locked(const struct cr_reactor *r)
+{
+    return r->pending_pos < r->pending_len ? r->pending_at : 0;
+}
+
 /* A wait that began at idle_from (0: none did) has ended at now. */
 static void end_idle(struct cr_reactor *r, uint64_t idle_from, uint64_t now)
 {
@@ -853,7 +860,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_r
 
         if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
             ev->taken_ns = now; /* the handler's event time */
-            ev->backlog_ns = r->pending_pos < r->pending_len ? r->pending_at : 0;
+            ev->backlog_ns = backlog_since_locked(r);
             found = 1;
             break;
         }
@@ -895,7 +902,7 @@ uint64_t cr__reactor_backlog_since(struct cr_reactor *r)
     uint64_t since;
 
     cr_mutex_lock(&r->lock);
-    since = r->pending_pos < r->pending_len ? r->pending_at : 0;
+    since = backlog_since_locked(r);
     cr_mutex_unlock(&r->lock);
     return since;
 }
