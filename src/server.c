@@ -370,20 +370,7 @@ static bool inherits(int fd, const char *name)
            strncmp(cur, name, sizeof(cur)) == 0;
 }
 
-/* Whether this kernel lets us set name, tried on a socket of our own. */
-static int try_congestion(const char *name)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int err;
-
-    if (fd < 0)
-        return -errno;
-    err = cr_listener_congestion(fd, name);
-    close(fd);
-    return err;
-}
-
-/* Sets name on listener fd: 0, or 1 where a default (not chosen) is not
+/* Sets name on socket fd: 0, or 1 where a default (not chosen) is not
  * allowed and the system's stays; a name the caller chose must work
  * (-errno). */
 static int apply_congestion(int fd, const char *name, bool chosen)
@@ -391,13 +378,26 @@ static int apply_congestion(int fd, const char *name, bool chosen)
     int err = cr_listener_congestion(fd, name);
 
     if (err < 0 && chosen) {
-        CR_LOG(CR_LOG_ERROR, "listener %d: TCP_CONGESTION %s: %s", fd, name, strerror(-err));
+        CR_LOG(CR_LOG_ERROR, "TCP_CONGESTION %s: %s", name, strerror(-err));
         return err;
     }
     if (err < 0)
-        CR_LOG(CR_LOG_DEBUG, "listener %d: TCP_CONGESTION %s: %s; the system's stays", fd, name,
-               strerror(-err));
+        CR_LOG(CR_LOG_DEBUG, "TCP_CONGESTION %s: %s; the system's stays", name, strerror(-err));
     return err < 0 ? 1 : 0;
+}
+
+/* apply_congestion on a socket of our own: whether the connections may be
+ * given name after accept. */
+static int try_congestion(const char *name, bool chosen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int err;
+
+    if (fd < 0)
+        return -errno;
+    err = apply_congestion(fd, name, chosen);
+    close(fd);
+    return err;
 }
 
 /*
@@ -437,13 +437,9 @@ static int set_congestion(struct cr_server *s, int fd, bool say)
     if (err <= 0 || inherits(fd, lo))
         return err;
     if (s->conn_loopback_congestion == NULL) {
-        err = try_congestion(lo);
-        if (err < 0 && chosen) {
-            CR_LOG(CR_LOG_ERROR, "TCP_CONGESTION %s: %s", lo, strerror(-err));
-            return err;
-        }
-        if (err < 0)
-            return 0;
+        err = try_congestion(lo, chosen);
+        if (err != 0)
+            return err < 0 ? err : 0;
         s->conn_loopback_congestion = lo;
     }
     if (say && cr_listener_address(fd, addr, sizeof(addr)) == 0)
