@@ -18,25 +18,26 @@
 #define CH_TCHAR   1 /* token (RFC 9110 5.6.2) */
 #define CH_VCHAR   2 /* field-vchar: VCHAR or obs-text (>= 0x80) */
 #define CH_HEX     4
-#define CH_REGNAME 8 /* reg-name: unreserved, sub-delims, '%' (RFC 3986 3.2.2) */
+#define CH_REGNAME 8  /* reg-name but '%': unreserved, sub-delims (RFC 3986 3.2.2) */
+#define CH_FIELD   16 /* field-content: field-vchar, SP, HTAB (RFC 9110 5.5) */
 
 static const unsigned char char_class[256] = {
-    0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 0x00 */
+    0,  0,  0,  0,  0,  0,  0,  0,  0,  16, 0,  0,  0,  0,  0,  0,  /* 0x00 */
     0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 0x10 */
-    0,  11, 2,  3,  11, 11, 11, 11, 10, 10, 11, 11, 10, 11, 11, 2,  /* 0x20 */
-    15, 15, 15, 15, 15, 15, 15, 15, 15, 15, 2,  10, 2,  10, 2,  2,  /* 0x30 */
-    2,  15, 15, 15, 15, 15, 15, 11, 11, 11, 11, 11, 11, 11, 11, 11, /* 0x40 */
-    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 2,  2,  2,  3,  11, /* 0x50 */
-    3,  15, 15, 15, 15, 15, 15, 11, 11, 11, 11, 11, 11, 11, 11, 11, /* 0x60 */
-    11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 2,  3,  2,  11, 0,  /* 0x70 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0x80 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0x90 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xa0 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xb0 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xc0 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xd0 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xe0 */
-    2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  2,  /* 0xf0 */
+    16, 27, 18, 19, 27, 19, 27, 27, 26, 26, 27, 27, 26, 27, 27, 18, /* 0x20 */
+    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 18, 26, 18, 26, 18, 18, /* 0x30 */
+    18, 31, 31, 31, 31, 31, 31, 27, 27, 27, 27, 27, 27, 27, 27, 27, /* 0x40 */
+    27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 18, 18, 18, 19, 27, /* 0x50 */
+    19, 31, 31, 31, 31, 31, 31, 27, 27, 27, 27, 27, 27, 27, 27, 27, /* 0x60 */
+    27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 18, 19, 18, 27, 0,  /* 0x70 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0x80 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0x90 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xa0 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xb0 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xc0 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xd0 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xe0 */
+    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xf0 */
 };
 
 /* Internal results: 0 (done), PARTIAL (valid so far, needs more bytes) or a status. */
@@ -50,6 +51,11 @@ static bool is_tchar(unsigned char c)
 static bool is_vchar(unsigned char c)
 {
     return (char_class[c] & CH_VCHAR) != 0;
+}
+
+static bool is_field(unsigned char c)
+{
+    return (char_class[c] & CH_FIELD) != 0;
 }
 
 static bool is_hex(unsigned char c)
@@ -106,22 +112,41 @@ static size_t min_size(size_t a, size_t b)
     return a < b ? a : b;
 }
 
+/* Where a scan from start stops for a limit of max bytes, or len if that comes first. */
+static size_t scan_end(size_t start, size_t max, size_t len)
+{
+    return len - start > max ? start + max : len;
+}
+
+/*
+ * The first index from i whose byte is not of class cls, stopping at end. The loops
+ * below skip with it over the bytes they would accept one by one, then judge the byte
+ * it stopped at as before; that byte decides PARTIAL, an error or a limit.
+ */
+static size_t skip_class(const unsigned char *b, size_t i, size_t end, unsigned char cls)
+{
+    while (i < end && (char_class[b[i]] & cls) != 0)
+        i++;
+    return i;
+}
+
 /* Methods are case-sensitive (RFC 9110 9.1): "get" is an unknown method. */
 static enum http_method method_id(const char *m, size_t n)
 {
     static const struct {
         const char *name;
+        size_t len; /* strlen(name), so the loop calls no strlen */
         enum http_method id;
     } methods[] = {
-        {"GET", HTTP_METHOD_GET},       {"HEAD", HTTP_METHOD_HEAD},
-        {"POST", HTTP_METHOD_POST},     {"PUT", HTTP_METHOD_PUT},
-        {"DELETE", HTTP_METHOD_DELETE}, {"OPTIONS", HTTP_METHOD_OPTIONS},
-        {"TRACE", HTTP_METHOD_TRACE},   {"CONNECT", HTTP_METHOD_CONNECT},
-        {"PATCH", HTTP_METHOD_PATCH},
+        {"GET", 3, HTTP_METHOD_GET},       {"HEAD", 4, HTTP_METHOD_HEAD},
+        {"POST", 4, HTTP_METHOD_POST},     {"PUT", 3, HTTP_METHOD_PUT},
+        {"DELETE", 6, HTTP_METHOD_DELETE}, {"OPTIONS", 7, HTTP_METHOD_OPTIONS},
+        {"TRACE", 5, HTTP_METHOD_TRACE},   {"CONNECT", 7, HTTP_METHOD_CONNECT},
+        {"PATCH", 5, HTTP_METHOD_PATCH},
     };
 
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
-        if (strlen(methods[i].name) == n && memcmp(methods[i].name, m, n) == 0)
+        if (methods[i].len == n && memcmp(methods[i].name, m, n) == 0)
             return methods[i].id;
     }
     return HTTP_METHOD_OTHER;
@@ -149,7 +174,7 @@ static int parse_request_line(const unsigned char *b, size_t len, size_t *pos, s
     }
     start = i;
 
-    for (;; i++) {
+    for (i = skip_class(b, i, scan_end(start, max, len), CH_TCHAR);; i++) {
         if (i == len)
             return PARTIAL;
         if (!is_tchar(b[i]))
@@ -166,7 +191,7 @@ static int parse_request_line(const unsigned char *b, size_t len, size_t *pos, s
     i++;
 
     target = i;
-    for (;; i++) {
+    for (i = skip_class(b, i, scan_end(start, max, len), CH_VCHAR);; i++) {
         if (i == len)
             return PARTIAL;
         if (!is_vchar(b[i]))
@@ -182,14 +207,20 @@ static int parse_request_line(const unsigned char *b, size_t len, size_t *pos, s
     req->target_len = i - target;
     i++;
 
-    /* The version byte by byte, so that garbage is 400 as soon as it arrives. */
-    for (size_t k = 0; k < sizeof(version_shape) - 1; k++, i++) {
-        if (i == len)
-            return PARTIAL;
-        if (version_shape[k] == 'd' ? !is_digit(b[i]) : b[i] != (unsigned char)version_shape[k])
-            return 400;
-        if (i - start >= max)
-            return 414;
+    /* "HTTP/1.d" at once when all of it arrived inside the limit; anything else byte by
+     * byte, so that garbage is 400 as soon as it arrives. */
+    if (len - i >= 8 && i + 7 - start < max && memcmp(b + i, "HTTP/1.", 7) == 0 &&
+        is_digit(b[i + 7])) {
+        i += sizeof(version_shape) - 1;
+    } else {
+        for (size_t k = 0; k < sizeof(version_shape) - 1; k++, i++) {
+            if (i == len)
+                return PARTIAL;
+            if (version_shape[k] == 'd' ? !is_digit(b[i]) : b[i] != (unsigned char)version_shape[k])
+                return 400;
+            if (i - start >= max)
+                return 414;
+        }
     }
     if (i == len)
         return PARTIAL;
@@ -248,7 +279,7 @@ static bool is_valid_host(const unsigned char *s, size_t n)
     if (n > 0 && s[0] == '[') {
         /* IPv6address or IPvFuture: hex digits, ':', '.', 'v', unreserved, sub-delims. */
         for (i = 1; i < n && s[i] != ']'; i++) {
-            if (s[i] != ':' && (s[i] == '%' || (char_class[s[i]] & CH_REGNAME) == 0))
+            if (s[i] != ':' && (char_class[s[i]] & CH_REGNAME) == 0)
                 return false;
         }
         if (i == n || i == 1)
@@ -256,13 +287,11 @@ static bool is_valid_host(const unsigned char *s, size_t n)
         i++;
     } else {
         for (; i < n && s[i] != ':'; i++) {
-            if (s[i] == '%') {
-                if (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
-                    return false;
-                i += 2;
-            } else if ((char_class[s[i]] & CH_REGNAME) == 0) {
+            if ((char_class[s[i]] & CH_REGNAME) != 0)
+                continue;
+            if (s[i] != '%' || n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
                 return false;
-            }
+            i += 2;
         }
     }
     if (i == n)
@@ -443,9 +472,8 @@ static int parse_fields(const unsigned char *b, size_t len, size_t *pos, size_t 
         size_t room;
         size_t name;
         size_t name_end;
-        size_t value = 0;
-        size_t value_end = 0;
-        bool has_value = false;
+        size_t value;
+        size_t value_end;
         struct http_header *h;
         int rc;
 
@@ -469,7 +497,7 @@ static int parse_fields(const unsigned char *b, size_t len, size_t *pos, size_t 
         room = min_size(line_max, section_max - used >= 2 ? section_max - used - 2 : 0);
 
         name = i;
-        for (;; i++) {
+        for (i = skip_class(b, i, scan_end(line, room, len), CH_TCHAR);; i++) {
             if (i == len)
                 return PARTIAL;
             if (!is_tchar(b[i]))
@@ -483,30 +511,25 @@ static int parse_fields(const unsigned char *b, size_t len, size_t *pos, size_t 
             return 431;
         name_end = i++;
 
-        for (;; i++) {
-            unsigned char c;
-
-            if (i == len)
-                return PARTIAL;
-            c = b[i];
-            if (c == '\r')
-                break;
-            if (is_vchar(c)) {
-                if (!has_value)
-                    value = i;
-                has_value = true;
-                value_end = i + 1;
-            } else if (!is_ows(c)) {
-                return 400; /* a control byte, a bare LF */
-            }
-            if (i - line >= room)
-                return 431;
-        }
+        /* The value's bytes up to the CR: the byte the skip stops at is the CR, a
+         * control byte or a bare LF (400), or the first byte over the limit (431). */
+        value = i;
+        i = skip_class(b, i, scan_end(line, room, len), CH_FIELD);
+        if (i == len)
+            return PARTIAL;
+        if (b[i] != '\r')
+            return is_field(b[i]) ? 431 : 400;
         if (i + 1 == len)
             return PARTIAL;
         if (b[i + 1] != '\n')
             return 400;
-        if (!has_value)
+        /* Without the OWS around it. */
+        value_end = i;
+        while (value < value_end && is_ows(b[value]))
+            value++;
+        while (value_end > value && is_ows(b[value_end - 1]))
+            value_end--;
+        if (value == value_end)
             value = value_end = i;
 
         h = &req->headers[req->num_headers++];
@@ -700,7 +723,7 @@ ssize_t http_chunked_consume(struct http_chunked *st, const char *buf, size_t le
             /* Names, values and quoted strings alike: no control byte but HTAB. */
             if (c == '\r')
                 st->state = CK_SIZE_LF;
-            else if (!is_vchar(c) && !is_ows(c))
+            else if (!is_field(c))
                 return -EBADMSG;
             break;
         case CK_SIZE_LF:
@@ -739,7 +762,7 @@ ssize_t http_chunked_consume(struct http_chunked *st, const char *buf, size_t le
         case CK_TRAILER_VALUE:
             if (c == '\r')
                 st->state = CK_TRAILER_LF;
-            else if (!is_vchar(c) && !is_ows(c))
+            else if (!is_field(c))
                 return -EBADMSG;
             break;
         case CK_TRAILER_LF:
