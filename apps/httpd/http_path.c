@@ -41,6 +41,12 @@ static bool is_ctl(unsigned char c)
     return c < 0x20 || c == 0x7f;
 }
 
+/* A path byte copied as it is: no control byte, space, '%', '#', '/' or '\\'. */
+static bool is_plain(unsigned char c)
+{
+    return c > ' ' && c != 0x7f && c != '%' && c != '#' && c != '/' && c != '\\';
+}
+
 /*
  * Skips "http://authority" or "https://authority" (scheme case-insensitive) at the start of
  * target[0..len). Returns the offset of what follows the authority, or -EBADMSG. The authority
@@ -95,12 +101,13 @@ int http_path_normalize(const char *target, size_t len, char *out, size_t out_ca
             return (int)skip;
         i = (size_t)skip;
     }
-    for (size_t q = i; q < len; q++) {
-        if (target[q] == '?') {
-            end = q;
-            res->query = target + q + 1;
-            res->query_len = len - q - 1;
-            break;
+    {
+        const char *q = memchr(target + i, '?', len - i);
+
+        if (q != NULL) {
+            end = (size_t)(q - target);
+            res->query = q + 1;
+            res->query_len = len - end - 1;
         }
     }
     /* The query is copied into a Location by the service: no byte in it may split headers. */
@@ -131,6 +138,13 @@ int http_path_normalize(const char *target, size_t len, char *out, size_t out_ca
         while (i < end && target[i] != '/') {
             unsigned char c = (unsigned char)target[i];
 
+            if (is_plain(c)) {
+                if (o >= out_cap - 1)
+                    return -ENAMETOOLONG;
+                out[o++] = (char)c;
+                i++;
+                continue;
+            }
             if (c == '%') {
                 int hi;
                 int lo;
