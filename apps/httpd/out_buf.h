@@ -18,15 +18,20 @@ struct httpd_out {
     char *end;
 };
 
-/* Appends the n bytes at s, or as many as fit. */
+/* Appends the n bytes at s, or as many as fit. The copy that fits is written apart from
+ * the cut so that a literal's constant n reaches memcpy, which then compiles to a few
+ * moves instead of a copy loop for any length. */
 static inline void httpd_out_put(struct httpd_out *o, const char *s, size_t n)
 {
     size_t room = (size_t)(o->end - o->p);
 
-    if (n > room)
-        n = room;
-    memcpy(o->p, s, n);
-    o->p += n;
+    if (n <= room) {
+        memcpy(o->p, s, n);
+        o->p += n;
+    } else {
+        memcpy(o->p, s, room);
+        o->p = o->end;
+    }
 }
 
 /* Appends a string literal, without its NUL. */
