@@ -14,6 +14,10 @@
 #include <errno.h>
 #include <string.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /* Byte classes. */
 #define CH_TCHAR   1 /* token (RFC 9110 5.6.2) */
 #define CH_VCHAR   2 /* field-vchar: VCHAR or obs-text (>= 0x80) */
@@ -79,13 +83,25 @@ static unsigned char to_lower(unsigned char c)
 }
 
 /* Case-insensitive equality of s[0..len) and the NUL-terminated t (ASCII only: field
- * names and tokens, never the locale's idea of case). */
+ * names and tokens, never the locale's idea of case). For a t given by a caller. */
 static bool equals_nocase(const char *s, size_t len, const char *t)
 {
     size_t i;
 
     for (i = 0; i < len; i++) {
         if (t[i] == '\0' || to_lower((unsigned char)s[i]) != to_lower((unsigned char)t[i]))
+            return false;
+    }
+    return t[i] == '\0';
+}
+
+/* The same for a lower-case literal t: only s needs lowering. */
+static bool equals_lower(const char *s, size_t len, const char *t)
+{
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        if (t[i] == '\0' || to_lower((unsigned char)s[i]) != (unsigned char)t[i])
             return false;
     }
     return t[i] == '\0';
@@ -118,13 +134,72 @@ static size_t scan_end(size_t start, size_t max, size_t len)
     return len - start > max ? start + max : len;
 }
 
+#ifdef __SSE2__
 /*
- * The first index from i whose byte is not of class cls, stopping at end. The loops
- * below skip with it over the bytes they would accept one by one, then judge the byte
- * it stopped at as before; that byte decides PARTIAL, an error or a limit.
+ * The 16 bytes at p as a bit mask, a bit set for each byte outside CH_FIELD (with_ws)
+ * or CH_VCHAR: the control bytes (below 0x20, but HTAB for CH_FIELD), DEL, and for
+ * CH_VCHAR SP and HTAB. Every byte from 0x80 is in both. The unit tests check each
+ * byte value against char_class through this path and the table's.
+ */
+static unsigned outside_text(const unsigned char *p, bool with_ws)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    /* Unsigned v <= lowest: min_epu8 leaves such bytes unchanged. */
+    const __m128i lowest = _mm_set1_epi8(with_ws ? 0x1f : 0x20);
+    __m128i out = _mm_cmpeq_epi8(_mm_min_epu8(v, lowest), v);
+
+    if (with_ws)
+        out = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\t')), out);
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)));
+    return (unsigned)_mm_movemask_epi8(out);
+}
+
+/* Bytes of v in [lo, hi]: subtracting lo maps the range to [0, hi - lo], unsigned. */
+static __m128i in_range(__m128i v, unsigned char lo, unsigned char hi)
+{
+    const __m128i d = _mm_sub_epi8(v, _mm_set1_epi8((char)lo));
+
+    return _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8((char)(hi - lo))), d);
+}
+
+/* The same for CH_TCHAR: outside it are the bytes up to SP, from DEL, and the
+ * delimiters " ( ) , / : ; < = > ? @ [ \ ] { } (RFC 9110 5.6.2). */
+static unsigned outside_token(const unsigned char *p)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i out = _mm_cmpeq_epi8(_mm_min_epu8(v, _mm_set1_epi8(0x20)), v);
+
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(_mm_max_epu8(v, _mm_set1_epi8(0x7f)), v));
+    out = _mm_or_si128(out, in_range(v, '(', ')'));
+    out = _mm_or_si128(out, in_range(v, ':', '@'));
+    out = _mm_or_si128(out, in_range(v, '[', ']'));
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(v, _mm_set1_epi8('"')));
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(v, _mm_set1_epi8(',')));
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(v, _mm_set1_epi8('/')));
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(v, _mm_set1_epi8('{')));
+    out = _mm_or_si128(out, _mm_cmpeq_epi8(v, _mm_set1_epi8('}')));
+    return (unsigned)_mm_movemask_epi8(out);
+}
+#endif
+
+/*
+ * The first index from i whose byte is not of class cls (CH_TCHAR, CH_VCHAR or
+ * CH_FIELD), stopping at end. The loops below skip with it over the bytes they would
+ * accept one by one, then judge the byte it stopped at as before; that byte decides
+ * PARTIAL, an error or a limit. Where SSE2 is, 16 bytes at a time while 16 are left
+ * before end (a name's block usually holds its colon).
  */
 static size_t skip_class(const unsigned char *b, size_t i, size_t end, unsigned char cls)
 {
+#ifdef __SSE2__
+    for (; end - i >= 16; i += 16) {
+        unsigned out =
+            cls == CH_TCHAR ? outside_token(b + i) : outside_text(b + i, cls == CH_FIELD);
+
+        if (out != 0)
+            return i + (size_t)__builtin_ctz(out);
+    }
+#endif
     while (i < end && (char_class[b[i]] & cls) != 0)
         i++;
     return i;
@@ -332,7 +407,7 @@ static void note_coding(const char *e, size_t len, void *arg)
 {
     struct seen *s = arg;
 
-    if (equals_nocase(e, len, "chunked"))
+    if (equals_lower(e, len, "chunked"))
         s->chunked++;
     else
         s->unknown_coding = true;
@@ -342,9 +417,9 @@ static void note_connection_option(const char *e, size_t len, void *arg)
 {
     struct seen *s = arg;
 
-    if (equals_nocase(e, len, "close"))
+    if (equals_lower(e, len, "close"))
         s->close = true;
-    else if (equals_nocase(e, len, "keep-alive"))
+    else if (equals_lower(e, len, "keep-alive"))
         s->keep_alive = true;
 }
 
@@ -392,7 +467,7 @@ static int take_field(struct http_request *req, const struct http_header *h, str
 
     switch (len) {
     case 4:
-        if (equals_nocase(n, len, "host")) {
+        if (equals_lower(n, len, "host")) {
             if (s->hosts++ > 0 || !is_valid_host((const unsigned char *)h->value, h->value_len))
                 return 400;
             req->host = h->value;
@@ -400,31 +475,31 @@ static int take_field(struct http_request *req, const struct http_header *h, str
         }
         break;
     case 5:
-        if (equals_nocase(n, len, "range"))
+        if (equals_lower(n, len, "range"))
             return set_singleton(&req->range, h);
         break;
     case 7:
-        if (equals_nocase(n, len, "referer"))
+        if (equals_lower(n, len, "referer"))
             set_first(&req->referer, h);
         break;
     case 8:
-        if (equals_nocase(n, len, "if-match"))
+        if (equals_lower(n, len, "if-match"))
             set_first(&req->if_match, h);
-        else if (equals_nocase(n, len, "if-range"))
+        else if (equals_lower(n, len, "if-range"))
             return set_singleton(&req->if_range, h);
         break;
     case 10:
-        if (equals_nocase(n, len, "connection"))
+        if (equals_lower(n, len, "connection"))
             for_each_element(h->value, h->value_len, note_connection_option, s);
-        else if (equals_nocase(n, len, "user-agent"))
+        else if (equals_lower(n, len, "user-agent"))
             set_first(&req->user_agent, h);
         break;
     case 13:
-        if (equals_nocase(n, len, "if-none-match"))
+        if (equals_lower(n, len, "if-none-match"))
             set_first(&req->if_none_match, h);
         break;
     case 14:
-        if (equals_nocase(n, len, "content-length")) {
+        if (equals_lower(n, len, "content-length")) {
             /* A second line is 400 even when it repeats the value (see the header). */
             if (s->content_length ||
                 !parse_content_length(h->value, h->value_len, &req->content_length))
@@ -433,19 +508,19 @@ static int take_field(struct http_request *req, const struct http_header *h, str
         }
         break;
     case 15:
-        if (equals_nocase(n, len, "accept-encoding"))
+        if (equals_lower(n, len, "accept-encoding"))
             set_first(&req->accept_encoding, h);
         break;
     case 17:
-        if (equals_nocase(n, len, "transfer-encoding")) {
+        if (equals_lower(n, len, "transfer-encoding")) {
             s->transfer_encoding = true;
             for_each_element(h->value, h->value_len, note_coding, s);
-        } else if (equals_nocase(n, len, "if-modified-since")) {
+        } else if (equals_lower(n, len, "if-modified-since")) {
             return set_singleton(&req->if_modified_since, h);
         }
         break;
     case 19:
-        if (equals_nocase(n, len, "if-unmodified-since"))
+        if (equals_lower(n, len, "if-unmodified-since"))
             return set_singleton(&req->if_unmodified_since, h);
         break;
     default:
