@@ -7,7 +7,9 @@
  * The head parser is one left-to-right scan that never looks ahead: each byte is judged
  * with what precedes it only, and limits are checked on every byte. So a prefix of an
  * input either fails with the status the whole input fails with, or returns -EAGAIN
- * (the fuzz target checks this), and an error shows as soon as its byte arrives.
+ * (the fuzz target checks this), and an error shows as soon as its byte arrives. Runs
+ * of bytes that need no judgement but their class are skipped in blocks (skip_class),
+ * bounded by what has arrived and by the limit, which gives the same verdicts.
  */
 #include "http_parser.h"
 
