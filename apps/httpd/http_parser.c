@@ -140,8 +140,8 @@ static size_t scan_end(size_t start, size_t max, size_t len)
 /*
  * The 16 bytes at p as a bit mask, a bit set for each byte outside CH_FIELD (with_ws)
  * or CH_VCHAR: the control bytes (below 0x20, but HTAB for CH_FIELD), DEL, and for
- * CH_VCHAR SP and HTAB. Every byte from 0x80 is in both. The unit tests check each
- * byte value against char_class through this path and the table's.
+ * CH_VCHAR SP and HTAB. Every byte from 0x80 is in both. A unit test puts every byte
+ * value through this path and the table's and checks RFC 9110's verdict.
  */
 static unsigned outside_text(const unsigned char *p, bool with_ws)
 {
