@@ -38,8 +38,11 @@
 #define DEFAULT_ROOT   "./www"
 #define DEFAULT_MIME   "/etc/mime.types"
 /* lf's promotion delay where the order has one: a static file is answered in
- * microseconds and blocks only on a cold disk (see lf_pool.c). */
-#define DEFAULT_PROMOTION_DELAY_US 1000
+ * microseconds and blocks only on a cold disk (see lf_pool.c). Longer than the
+ * scheduler's hiccups on a busy machine (a preempted leader, a descheduled vCPU):
+ * at 1 ms those looked like blocked handlers, and the follower handed the set
+ * then competed for the same cores (README, "Deferred promotion"). */
+#define DEFAULT_PROMOTION_DELAY_US 5000
 #define UNSET_US                   UINT64_MAX
 /* Clients of an HTTP server speak first: a connection is worth accepting
  * once its request arrives (a silent one waits in the kernel, not here). */
@@ -162,7 +165,7 @@ static const struct opts_def opt_defs[] = {
     {OPTS_DEF_SECONDS_US("promotion-delay", struct options, promotion_delay_us, 1,
                          "lf with lifo: a leader wakes no follower;\n"
                          "one takes over once a handler has run this long\n"
-                         "(default 0.001; 0: wake one before every event)"),
+                         "(default 0.005; 0: wake one before every event)"),
      .scope = SCOPE_SERVER},
     {OPTS_DEF_SECONDS_US("busy-poll", struct options, busy_poll_us, 1,
                          "reactor, lf, hshr: a thread about to sleep for\n"
