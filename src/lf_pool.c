@@ -97,14 +97,14 @@
  * thread. The watchdog sleeps on one timer per reactor (a timerfd), which
  * the deferring leaders push back: a leader that defers makes sure the timer
  * goes off within a delay and no sooner than half a delay. So while turns
- * are quick the timer never goes off, and the watchdog never wakes: looking
- * every delay instead (as this file once did) cost cabrank-httpd 4% of its
- * throughput and its CPU per request at 1 ms, as much as any thread that
- * wakes 1000 times a second on this 2-core machine. When the timer goes off,
- * the watchdog offers a turn that is late, or sets the timer for when the
- * turn will be. So a blocking handler holds the other handles for one delay
- * (plus the wake-up) instead of not at all. Handlers that block as a rule (a
- * database commit) want no delay.
+ * are quick the timer never goes off, and the watchdog never wakes. Looking
+ * every delay instead (as this file once did) woke it 1000 times a second at
+ * 1 ms; on a 2-core machine shared with the load generator any such thread
+ * cost wrk about 4% of its req/s (README, "Deferred promotion"). When the
+ * timer goes off, the watchdog offers a turn that is late, or sets the timer
+ * for when the turn will be. So a blocking handler holds the other handles
+ * for one delay (plus the wake-up) instead of not at all. Handlers that
+ * block as a rule (a database commit) want no delay.
  *
  * Hand-over invariant (mutex orders): each reactor r has a leader, or a
  * pending follower (woken, so runnable, and it re-checks r when it runs),
@@ -1238,7 +1238,6 @@ static int init_slot(struct cr_lf_pool *p, unsigned i, const int *priorities)
     return err;
 }
 
-/* Zeroed, cache-line aligned array of n elements of size sz. */
 static void fini_watch(struct cr_lf_pool *p)
 {
     for (unsigned r = 0; r < p->nreactors; r++) {
@@ -1276,6 +1275,7 @@ static int init_watch(struct cr_lf_pool *p)
     return 0;
 }
 
+/* Zeroed, cache-line aligned array of n elements of size sz. */
 static void *alloc_lines(size_t n, size_t sz)
 {
     void *a;
