@@ -85,25 +85,13 @@ static unsigned char to_lower(unsigned char c)
 }
 
 /* Case-insensitive equality of s[0..len) and the NUL-terminated t (ASCII only: field
- * names and tokens, never the locale's idea of case). For a t given by a caller. */
+ * names and tokens, never the locale's idea of case). */
 static bool equals_nocase(const char *s, size_t len, const char *t)
 {
     size_t i;
 
     for (i = 0; i < len; i++) {
         if (t[i] == '\0' || to_lower((unsigned char)s[i]) != to_lower((unsigned char)t[i]))
-            return false;
-    }
-    return t[i] == '\0';
-}
-
-/* The same for a lower-case literal t: only s needs lowering. */
-static bool equals_lower(const char *s, size_t len, const char *t)
-{
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        if (t[i] == '\0' || to_lower((unsigned char)s[i]) != (unsigned char)t[i])
             return false;
     }
     return t[i] == '\0';
@@ -409,7 +397,7 @@ static void note_coding(const char *e, size_t len, void *arg)
 {
     struct seen *s = arg;
 
-    if (equals_lower(e, len, "chunked"))
+    if (equals_nocase(e, len, "chunked"))
         s->chunked++;
     else
         s->unknown_coding = true;
@@ -419,9 +407,9 @@ static void note_connection_option(const char *e, size_t len, void *arg)
 {
     struct seen *s = arg;
 
-    if (equals_lower(e, len, "close"))
+    if (equals_nocase(e, len, "close"))
         s->close = true;
-    else if (equals_lower(e, len, "keep-alive"))
+    else if (equals_nocase(e, len, "keep-alive"))
         s->keep_alive = true;
 }
 
@@ -469,7 +457,7 @@ static int take_field(struct http_request *req, const struct http_header *h, str
 
     switch (len) {
     case 4:
-        if (equals_lower(n, len, "host")) {
+        if (equals_nocase(n, len, "host")) {
             if (s->hosts++ > 0 || !is_valid_host((const unsigned char *)h->value, h->value_len))
                 return 400;
             req->host = h->value;
@@ -477,31 +465,31 @@ static int take_field(struct http_request *req, const struct http_header *h, str
         }
         break;
     case 5:
-        if (equals_lower(n, len, "range"))
+        if (equals_nocase(n, len, "range"))
             return set_singleton(&req->range, h);
         break;
     case 7:
-        if (equals_lower(n, len, "referer"))
+        if (equals_nocase(n, len, "referer"))
             set_first(&req->referer, h);
         break;
     case 8:
-        if (equals_lower(n, len, "if-match"))
+        if (equals_nocase(n, len, "if-match"))
             set_first(&req->if_match, h);
-        else if (equals_lower(n, len, "if-range"))
+        else if (equals_nocase(n, len, "if-range"))
             return set_singleton(&req->if_range, h);
         break;
     case 10:
-        if (equals_lower(n, len, "connection"))
+        if (equals_nocase(n, len, "connection"))
             for_each_element(h->value, h->value_len, note_connection_option, s);
-        else if (equals_lower(n, len, "user-agent"))
+        else if (equals_nocase(n, len, "user-agent"))
             set_first(&req->user_agent, h);
         break;
     case 13:
-        if (equals_lower(n, len, "if-none-match"))
+        if (equals_nocase(n, len, "if-none-match"))
             set_first(&req->if_none_match, h);
         break;
     case 14:
-        if (equals_lower(n, len, "content-length")) {
+        if (equals_nocase(n, len, "content-length")) {
             /* A second line is 400 even when it repeats the value (see the header). */
             if (s->content_length ||
                 !parse_content_length(h->value, h->value_len, &req->content_length))
@@ -510,19 +498,19 @@ static int take_field(struct http_request *req, const struct http_header *h, str
         }
         break;
     case 15:
-        if (equals_lower(n, len, "accept-encoding"))
+        if (equals_nocase(n, len, "accept-encoding"))
             set_first(&req->accept_encoding, h);
         break;
     case 17:
-        if (equals_lower(n, len, "transfer-encoding")) {
+        if (equals_nocase(n, len, "transfer-encoding")) {
             s->transfer_encoding = true;
             for_each_element(h->value, h->value_len, note_coding, s);
-        } else if (equals_lower(n, len, "if-modified-since")) {
+        } else if (equals_nocase(n, len, "if-modified-since")) {
             return set_singleton(&req->if_modified_since, h);
         }
         break;
     case 19:
-        if (equals_lower(n, len, "if-unmodified-since"))
+        if (equals_nocase(n, len, "if-unmodified-since"))
             return set_singleton(&req->if_unmodified_since, h);
         break;
     default:
