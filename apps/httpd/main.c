@@ -38,10 +38,9 @@
 #define DEFAULT_ROOT   "./www"
 #define DEFAULT_MIME   "/etc/mime.types"
 /* lf's promotion delay where the order has one: a static file is answered in
- * microseconds and blocks only on a cold disk (see lf_pool.c). Longer than the
- * scheduler's hiccups on a busy machine (a preempted leader, a descheduled vCPU):
- * at 1 ms those looked like blocked handlers, and the follower handed the set
- * then competed for the same cores (README, "Deferred promotion"). */
+ * microseconds and blocks only on a cold disk (see lf_pool.c). 5 ms, not 1: at
+ * 1 ms the server spent 2.5% more CPU per small request and handed some turns
+ * that were only slow to the other thread (README, "Deferred promotion"). */
 #define DEFAULT_PROMOTION_DELAY_US 5000
 #define UNSET_US                   UINT64_MAX
 /* Clients of an HTTP server speak first: a connection is worth accepting
