@@ -6,6 +6,7 @@
  * lookup. An eventfd registered in the set is the wake-up.
  */
 #include "handle_set_internal.h"
+#include "os/sys_internal.h"
 
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -159,7 +160,8 @@ static int epoll_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs,
     if (max > EPOLL_BATCH_MAX)
         max = EPOLL_BATCH_MAX;
     for (;;) {
-        n = epoll_wait(s->epfd, kev, max, cr__handle_set_remaining_ms(timeout_ms, deadline));
+        n = cr__sys_epoll_wait(s->epfd, kev, max,
+                               cr__handle_set_remaining_ms(timeout_ms, deadline));
         if (n >= 0)
             break;
         if (errno != EINTR)

@@ -840,18 +840,21 @@ static void end_idle(struct cr_reactor *r, uint64_t idle_from, uint64_t now)
 
 /*
  * The one taking routine: due timers first, then the pending batch, then (if
- * allowed) one wait. Returns 1 with *ev, 0 on timeout, wake-up or stop, or
+ * allowed) one wait. now: the caller's fresh cr_clock_now_ns() reading, or 0
+ * to read one here. Returns 1 with *ev, 0 on timeout, wake-up or stop, or
  * -errno.
  */
-static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, struct cr_reactor_event *ev)
+static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t now,
+                struct cr_reactor_event *ev)
 {
-    uint64_t now = cr_clock_now_ns();
-    uint64_t deadline =
-        timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+    uint64_t deadline;
     uint64_t idle_from = 0; /* when this call first found nothing to take */
     int found = 0;
     int n;
 
+    if (now == 0)
+        now = cr_clock_now_ns();
+    deadline = timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
     cr_mutex_lock(&r->lock);
     for (;;) {
         uint64_t until;
@@ -909,7 +912,13 @@ uint64_t cr__reactor_backlog_since(struct cr_reactor *r)
 
 int cr_reactor_next(struct cr_reactor *r, int timeout_ms, struct cr_reactor_event *ev)
 {
-    return take(r, timeout_ms, true, ev);
+    return take(r, timeout_ms, true, 0, ev);
+}
+
+int cr__reactor_next_at(struct cr_reactor *r, int timeout_ms, uint64_t now,
+                        struct cr_reactor_event *ev)
+{
+    return take(r, timeout_ms, true, now, ev);
 }
 
 void cr_reactor_dispatch(struct cr_reactor *r, const struct cr_reactor_event *ev)
@@ -929,14 +938,14 @@ int cr_reactor_handle_events(struct cr_reactor *r, int timeout_ms, unsigned mode
     int count = 0;
     int n;
 
-    n = take(r, timeout_ms, true, &ev);
+    n = take(r, timeout_ms, true, 0, &ev);
     if (n <= 0)
         return n;
     do {
         cr_reactor_dispatch(r, &ev);
         count++;
         /* Only what is already ready: no second wait in one call. */
-    } while (!(mode & CR_REACTOR_ONE) && take(r, 0, false, &ev) > 0);
+    } while (!(mode & CR_REACTOR_ONE) && take(r, 0, false, 0, &ev) > 0);
     return count;
 }
 

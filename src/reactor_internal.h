@@ -23,6 +23,13 @@ unsigned cr__reactor_fds(const struct cr_reactor *r, int *fds);
  * batch that waits for a thread. Any thread. */
 uint64_t cr__reactor_backlog_since(struct cr_reactor *r);
 
+/* cr_reactor_next() with the caller's clock reading: now is a
+ * cr_clock_now_ns() time read a moment ago (0: read one), which the take uses
+ * for its timers and as the event's taken_ns in place of reading the clock
+ * again. Same threads as cr_reactor_next. */
+CR_MUST_CHECK int cr__reactor_next_at(struct cr_reactor *r, int timeout_ms, uint64_t now,
+                                      struct cr_reactor_event *ev);
+
 /* The busy poll's window (ns) after an idle gap of idle ns that began with
  * this window, for a ceiling of max (cr_reactor_config.busy_poll_us). Pure;
  * exposed for its test. */

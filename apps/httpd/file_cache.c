@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "http_path.h"
+#include "out_buf.h"
 
 #define DEFAULT_ENTRIES       1024
 #define DEFAULT_REVALIDATE_MS 1000
@@ -153,6 +154,21 @@ static bool is_same_id(const struct fc_id *id, const struct stat *st)
            id->ctim.tv_sec == st->st_ctim.tv_sec && id->ctim.tv_nsec == st->st_ctim.tv_nsec;
 }
 
+static void fill_validator_fields(struct http_file_variant *v)
+{
+    struct httpd_out o = {.p = v->validator_fields,
+                          .end = v->validator_fields + sizeof(v->validator_fields) - 1};
+
+    if (v->last_modified[0] != '\0') {
+        HTTPD_OUT_LIT(&o, "\r\nLast-Modified: ");
+        httpd_out_put(&o, v->last_modified, HTTP_DATE_LEN);
+    }
+    HTTPD_OUT_LIT(&o, "\r\nETag: ");
+    httpd_out_put(&o, v->etag, v->etag_len);
+    *o.p = '\0';
+    v->validator_fields_len = (size_t)(o.p - v->validator_fields);
+}
+
 static void fill_variant(struct http_file_variant *v, int fd, const struct stat *st, bool gzip)
 {
     v->fd = fd;
@@ -161,6 +177,7 @@ static void fill_variant(struct http_file_variant *v, int fd, const struct stat 
     v->etag_len = http_etag_format(v->etag, sizeof(v->etag), st, gzip);
     if (http_date_format(v->last_modified, v->mtime) == 0)
         v->last_modified[0] = '\0'; /* a year outside 1..9999: no Last-Modified */
+    fill_validator_fields(v);
     v->content = NULL;
 }
 

@@ -67,6 +67,10 @@ struct http_file_cache_config {
 #define HTTP_FILE_CACHE_CONTENT_TOTAL_DEFAULT (64 * 1024 * 1024)
 
 /* One representation of a cached file. */
+/* Room for http_file_variant.validator_fields: "\r\nLast-Modified: " (17), a date, "\r\nETag: "
+ * (8), an ETag and a NUL. */
+#define HTTP_VALIDATOR_FIELDS_MAX (17 + HTTP_DATE_LEN + 8 + HTTP_ETAG_MAX)
+
 struct http_file_variant {
     /* Open read-only; -1 when the variant does not exist. Borrowed from the entry. */
     int fd;
@@ -75,8 +79,13 @@ struct http_file_variant {
     /* Strong ETag with quotes, NUL-terminated. */
     char etag[HTTP_ETAG_MAX];
     size_t etag_len;
-    /* IMF-fixdate of mtime, NUL-terminated. */
+    /* IMF-fixdate of mtime, NUL-terminated; empty for a year outside 1..9999. */
     char last_modified[HTTP_DATE_LEN + 1];
+    /* "\r\nLast-Modified: <last_modified>\r\nETag: <etag>" as a response head carries
+     * them (no Last-Modified when it is empty), formatted once for every answer to share;
+     * NUL-terminated. */
+    char validator_fields[HTTP_VALIDATOR_FIELDS_MAX];
+    size_t validator_fields_len;
     /* The size bytes of the file as they were when the entry was opened (not NUL-terminated;
      * not NULL for an empty file), or NULL when the entry holds no copy: the file is larger
      * than content_max, the content_total budget was spent, or it changed while being read.

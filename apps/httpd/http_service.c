@@ -169,44 +169,63 @@ static const char *date_now(int64_t *sec)
     return tl_date;
 }
 
-static const char *reason(int status)
-{
-    switch (status) {
-    case 200:
-        return "OK";
-    case 206:
-        return "Partial Content";
-    case 301:
-        return "Moved Permanently";
-    case 304:
-        return "Not Modified";
-    case 400:
-        return "Bad Request";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 412:
-        return "Precondition Failed";
-    case 414:
-        return "URI Too Long";
-    case 416:
-        return "Range Not Satisfiable";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 501:
-        return "Not Implemented";
-    case 503:
-        return "Service Unavailable";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Internal Server Error";
+/* A status line with the head's fixed start, and its reason phrase within it. */
+struct status_line {
+    int status;
+    const char *line; /* "HTTP/1.1 <status> <reason>\r\nServer: cabrank\r\nDate: " */
+    unsigned char len;
+    unsigned char reason_len;
+};
+
+#define STATUS_LINE(code, why)                                                                     \
+    {                                                                                              \
+        code, "HTTP/1.1 " #code " " why "\r\nServer: cabrank\r\nDate: ",                           \
+            (unsigned char)(sizeof("HTTP/1.1 " #code " " why "\r\nServer: cabrank\r\nDate: ") -    \
+                            1),                                                                    \
+            (unsigned char)(sizeof(why) - 1)                                                       \
     }
+
+/* Whole lines, so that a head starts with one copy of a known length (no
+ * number to format, no strlen). The last entry answers for any other status. */
+static const struct status_line status_lines[] = {
+    STATUS_LINE(200, "OK"),
+    STATUS_LINE(206, "Partial Content"),
+    STATUS_LINE(301, "Moved Permanently"),
+    STATUS_LINE(304, "Not Modified"),
+    STATUS_LINE(400, "Bad Request"),
+    STATUS_LINE(403, "Forbidden"),
+    STATUS_LINE(404, "Not Found"),
+    STATUS_LINE(405, "Method Not Allowed"),
+    STATUS_LINE(408, "Request Timeout"),
+    STATUS_LINE(412, "Precondition Failed"),
+    STATUS_LINE(414, "URI Too Long"),
+    STATUS_LINE(416, "Range Not Satisfiable"),
+    STATUS_LINE(431, "Request Header Fields Too Large"),
+    STATUS_LINE(501, "Not Implemented"),
+    STATUS_LINE(503, "Service Unavailable"),
+    STATUS_LINE(505, "HTTP Version Not Supported"),
+    STATUS_LINE(500, "Internal Server Error"),
+};
+
+static const struct status_line *status_line(int status)
+{
+    size_t last = sizeof(status_lines) / sizeof(status_lines[0]) - 1;
+
+    for (size_t i = 0; i < last; i++) {
+        if (status_lines[i].status == status)
+            return &status_lines[i];
+    }
+    return &status_lines[last];
+}
+
+/* The reason phrase of a status, and its length. */
+static const char *reason(int status, size_t *len)
+{
+    const struct status_line *sl = status_line(status);
+
+    *len = sl->reason_len;
+    /* "HTTP/1.1 " and three digits and a space come before it. */
+    return sl->line + 13;
 }
 
 /* Writes a decoded path percent-encoded: what is not a pchar or '/'. */
@@ -232,16 +251,13 @@ static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
     struct httpd_out o;
     int64_t sec;
     const char *date = date_now(&sec);
+    const struct status_line *sl = status_line(r->status);
 
     if (base == NULL)
         return -ENOMEM;
     /* need is sized so o never fills; should that be wrong, o cuts rather than overruns. */
     o = (struct httpd_out){.p = base, .end = base + need};
-    HTTPD_OUT_LIT(&o, "HTTP/1.1 ");
-    httpd_out_u64(&o, (uint64_t)r->status);
-    httpd_out_put(&o, " ", 1);
-    httpd_out_put(&o, reason(r->status), strlen(reason(r->status)));
-    HTTPD_OUT_LIT(&o, "\r\nServer: cabrank\r\nDate: ");
+    httpd_out_put(&o, sl->line, sl->len);
     httpd_out_put(&o, date, HTTP_DATE_LEN);
     if (r->ctype != NULL) {
         HTTPD_OUT_LIT(&o, "\r\nContent-Type: ");
@@ -249,12 +265,8 @@ static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
     }
     HTTPD_OUT_LIT(&o, "\r\nContent-Length: ");
     httpd_out_u64(&o, r->content_length);
-    if (r->v != NULL) {
-        HTTPD_OUT_LIT(&o, "\r\nLast-Modified: ");
-        httpd_out_put(&o, r->v->last_modified, HTTP_DATE_LEN);
-        HTTPD_OUT_LIT(&o, "\r\nETag: ");
-        httpd_out_put(&o, r->v->etag, r->v->etag_len);
-    }
+    if (r->v != NULL)
+        httpd_out_put(&o, r->v->validator_fields, r->v->validator_fields_len);
     if (r->accept_ranges)
         HTTPD_OUT_LIT(&o, "\r\nAccept-Ranges: bytes");
     if (r->content_range != NULL) {
@@ -314,8 +326,8 @@ static int write_simple(struct cr_conn *c, struct reply *rp, struct resp *r)
 {
     char body[256];
     struct httpd_out o = {.p = body, .end = body + sizeof(body)};
-    const char *why = reason(r->status);
-    size_t wlen = strlen(why);
+    size_t wlen;
+    const char *why = reason(r->status, &wlen);
 
     HTTPD_OUT_LIT(&o, "<html><head><title>");
     httpd_out_u64(&o, (uint64_t)r->status);
