@@ -665,6 +665,24 @@ static void wake_pending(struct lf_slot *f)
 }
 
 /*
+ * s takes a lead: LEADER in the role clock from now, read into *led_at; but a
+ * thread back from processing stays PROCESSING (*led_at 0) until lead() finds
+ * it must wait. A leader that takes an event fetched already leads for the
+ * moment between two events, and that moment is not worth a clock reading
+ * (a vDSO clock_gettime was some 50 ns in a small request's path here, 1% of
+ * its CPU): its time counts as processing.
+ */
+static void stamp_leader(struct lf_slot *s, uint64_t *led_at)
+{
+    if (cr__role_is(&s->clock, CR_ROLE_PROCESSING)) {
+        *led_at = 0;
+        return;
+    }
+    *led_at = cr_clock_now_ns();
+    cr__role_set_at(&s->clock, CR_ROLE_LEADER, *led_at);
+}
+
+/*
  * Rejoins the group (implementation activity 4): leads a reactor it may take
  * at once, else waits as a follower until woken for a turn that is still
  * free, or the frame ends. STAY with *r_out when the thread now leads, else
@@ -717,8 +735,7 @@ static int follow_locked(struct cr_lf_pool *p, struct lf_slot *s, const struct f
     unpark(p, g, s);
     /* seq_cst: the first half of the Dekker pair with cr_lf_pool_notify. */
     __atomic_store_n(&s->leading, r, __ATOMIC_SEQ_CST);
-    *led_at = cr_clock_now_ns();
-    cr__role_set_at(&s->clock, CR_ROLE_LEADER, *led_at);
+    stamp_leader(s, led_at);
     cr_mutex_unlock(&g->lock);
     *r_out = (unsigned)r;
     return STAY;
@@ -894,8 +911,7 @@ out_lead:
     move_lead(p, g->first, NO_SLOT, (int)s->idx);
     /* seq_cst: the first half of the Dekker pair with cr_lf_pool_notify. */
     __atomic_store_n(&s->leading, (int)g->first, __ATOMIC_SEQ_CST);
-    *led_at = cr_clock_now_ns();
-    cr__role_set_at(&s->clock, CR_ROLE_LEADER, *led_at);
+    stamp_leader(s, led_at);
     *r_out = g->first;
     return STAY;
 }
@@ -1079,7 +1095,7 @@ static void *watchdog_main(void *arg)
 
 /* ------------------------------------------------------------------ the loop */
 
-/* STAY: s leads *r since *led_at, a cr_clock_now_ns() reading. */
+/* STAY: s leads *r; *led_at as stamp_leader says. */
 static int follow(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, unsigned *r,
                   uint64_t *led_at)
 {
@@ -1102,13 +1118,13 @@ static void unlead(struct cr_lf_pool *p, struct lf_slot *s, unsigned r,
 }
 
 /*
- * Leads reactor r since led_at: waits for one event, hands the leadership on,
- * then dispatches it here (STAY). On a wake-up or timeout re-checks the frame
- * and waits again; when the frame ends gives the leadership up and returns
- * why. The first take reuses led_at as its clock reading: a leader back from
- * an event takes the next one a moment later, and one reading of the clock
- * serves both (a vDSO clock_gettime was some 25 ns here, near 1% of a small
- * request's CPU).
+ * Leads reactor r: waits for one event, hands the leadership on, then
+ * dispatches it here (STAY). On a wake-up or timeout re-checks the frame and
+ * waits again; when the frame ends gives the leadership up and returns why.
+ * led_at: when s became LEADER (a cr_clock_now_ns() reading the first take
+ * reuses), or 0 for a thread still PROCESSING (stamp_leader): that one first
+ * takes what is there without waiting, and becomes LEADER, at the same
+ * clock reading, only if it must wait. One reading per event either way.
  */
 static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, unsigned r,
                 uint64_t led_at)
@@ -1116,6 +1132,7 @@ static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, 
     struct cr_reactor *re = p->reactors[r];
     struct cr_reactor_event ev;
     uint64_t now = led_at;
+    bool stamped = led_at != 0;
     int reason;
     int n;
 
@@ -1125,7 +1142,14 @@ static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, 
             unlead(p, s, r, NULL, cr_clock_now_ns());
             return reason;
         }
-        n = cr__reactor_next_at(re, next_timeout_ms(f), now, &ev);
+        if (!stamped) {
+            n = cr__reactor_take(re, 0, false, &now, &ev);
+            if (n > 0)
+                break;
+            cr__role_set_at(&s->clock, CR_ROLE_LEADER, now);
+            stamped = true;
+        }
+        n = cr__reactor_take(re, next_timeout_ms(f), true, &now, &ev);
         now = 0; /* after a wake-up or timeout: read anew */
         if (n > 0)
             break;

@@ -840,13 +840,14 @@ static void end_idle(struct cr_reactor *r, uint64_t idle_from, uint64_t now)
 
 /*
  * The one taking routine: due timers first, then the pending batch, then (if
- * allowed) one wait. now: the caller's fresh cr_clock_now_ns() reading, or 0
- * to read one here. Returns 1 with *ev, 0 on timeout, wake-up or stop, or
- * -errno.
+ * allowed) one wait. *nowp: the caller's fresh cr_clock_now_ns() reading, or
+ * 0 to read one here; on return, the latest reading. Returns 1 with *ev, 0 on
+ * timeout, wake-up or stop, or -errno.
  */
-static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t now,
+static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *nowp,
                 struct cr_reactor_event *ev)
 {
+    uint64_t now = *nowp;
     uint64_t deadline;
     uint64_t idle_from = 0; /* when this call first found nothing to take */
     int found = 0;
@@ -897,6 +898,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t no
     }
     end_idle(r, idle_from, now);
     cr_mutex_unlock(&r->lock);
+    *nowp = now;
     return found;
 }
 
@@ -912,13 +914,15 @@ uint64_t cr__reactor_backlog_since(struct cr_reactor *r)
 
 int cr_reactor_next(struct cr_reactor *r, int timeout_ms, struct cr_reactor_event *ev)
 {
-    return take(r, timeout_ms, true, 0, ev);
+    uint64_t now = 0;
+
+    return take(r, timeout_ms, true, &now, ev);
 }
 
-int cr__reactor_next_at(struct cr_reactor *r, int timeout_ms, uint64_t now,
-                        struct cr_reactor_event *ev)
+int cr__reactor_take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *now,
+                     struct cr_reactor_event *ev)
 {
-    return take(r, timeout_ms, true, now, ev);
+    return take(r, timeout_ms, may_wait, now, ev);
 }
 
 void cr_reactor_dispatch(struct cr_reactor *r, const struct cr_reactor_event *ev)
@@ -935,17 +939,24 @@ void cr_reactor_dispatch(struct cr_reactor *r, const struct cr_reactor_event *ev
 int cr_reactor_handle_events(struct cr_reactor *r, int timeout_ms, unsigned mode)
 {
     struct cr_reactor_event ev;
+    uint64_t now = 0;
     int count = 0;
     int n;
 
-    n = take(r, timeout_ms, true, 0, &ev);
+    n = take(r, timeout_ms, true, &now, &ev);
     if (n <= 0)
         return n;
-    do {
+    for (;;) {
         cr_reactor_dispatch(r, &ev);
         count++;
-        /* Only what is already ready: no second wait in one call. */
-    } while (!(mode & CR_REACTOR_ONE) && take(r, 0, false, 0, &ev) > 0);
+        if (mode & CR_REACTOR_ONE)
+            break;
+        /* Only what is already ready: no second wait in one call. The
+         * handler took time: a new reading. */
+        now = 0;
+        if (take(r, 0, false, &now, &ev) <= 0)
+            break;
+    }
     return count;
 }
 

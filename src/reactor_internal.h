@@ -23,12 +23,15 @@ unsigned cr__reactor_fds(const struct cr_reactor *r, int *fds);
  * batch that waits for a thread. Any thread. */
 uint64_t cr__reactor_backlog_since(struct cr_reactor *r);
 
-/* cr_reactor_next() with the caller's clock reading: now is a
- * cr_clock_now_ns() time read a moment ago (0: read one), which the take uses
- * for its timers and as the event's taken_ns in place of reading the clock
- * again. Same threads as cr_reactor_next. */
-CR_MUST_CHECK int cr__reactor_next_at(struct cr_reactor *r, int timeout_ms, uint64_t now,
-                                      struct cr_reactor_event *ev);
+/* cr_reactor_next() sharing clock readings with its caller (the
+ * Leader/Followers pool): *now is a cr_clock_now_ns() time read a moment ago
+ * (0: none), which the take uses for its timers and as the event's taken_ns
+ * instead of reading the clock again; on return *now is the take's latest
+ * reading. may_wait false: only what is due or fetched already is taken, and
+ * 0 comes back at once when there is nothing. Same threads as
+ * cr_reactor_next. */
+CR_MUST_CHECK int cr__reactor_take(struct cr_reactor *r, int timeout_ms, bool may_wait,
+                                   uint64_t *now, struct cr_reactor_event *ev);
 
 /* The busy poll's window (ns) after an idle gap of idle ns that began with
  * this window, for a ceiling of max (cr_reactor_config.busy_poll_us). Pure;

@@ -37,6 +37,13 @@ void cr__role_set(struct cr__role_clock *c, enum cr_role role);
  * Owner thread only. */
 void cr__role_set_at(struct cr__role_clock *c, enum cr_role role, uint64_t now);
 
+/* Whether the owner thread is in role now. Owner thread only. */
+static inline bool cr__role_is(const struct cr__role_clock *c, enum cr_role role)
+{
+    /* Relaxed: the owner's own field. */
+    return __atomic_load_n(&c->role, __ATOMIC_RELAXED) == (int)role;
+}
+
 /* Counts one event (or job, or connection) handled. Owner thread only. */
 static inline void cr__role_event(struct cr__role_clock *c)
 {
