@@ -13,4 +13,9 @@
  * by its timer). Any thread; for tests. */
 uint64_t cr__lf_pool_looks(const struct cr_lf_pool *p);
 
+/* How many events threads back from a deferred turn took from their
+ * reactor's fetched batch without rejoining the group (take_deferred in
+ * lf_pool.c). Any thread; for tests. */
+uint64_t cr__lf_pool_retakes(const struct cr_lf_pool *p);
+
 #endif /* CABRANK_LF_POOL_INTERNAL_H */

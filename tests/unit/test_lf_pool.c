@@ -411,6 +411,62 @@ START_TEST(deferred_promotion_handles_every_byte_once)
 }
 END_TEST
 
+/*
+ * A thread back from a deferred turn takes the rest of the batch its reactor
+ * fetched without rejoining (no lead and unlead between two events), and the
+ * handles are still dispatched once each, one thread at a time: rounds of
+ * eight handles made ready together, so most waits fetch several.
+ */
+START_TEST(deferred_leader_takes_the_fetched_batch_without_rejoining)
+{
+    enum { NCHANS = 8, ROUNDS = 50 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    uint64_t retakes;
+
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, MODE_COUNT);
+    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY_US);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    for (int k = 1; k <= ROUNDS; k++) {
+        for (int i = 0; i < NCHANS; i++)
+            poke(&x->chans[i]);
+        ck_assert(wait_count(&x->total, (uint64_t)k * NCHANS));
+    }
+    retakes = cr__lf_pool_retakes(x->p);
+    stop_and_join(x->p);
+    check_clean(x);
+    for (int i = 0; i < NCHANS; i++)
+        ck_assert_uint_eq(load_u64(&x->chans[i].handled), ROUNDS);
+    ck_assert_msg(retakes > 0 && retakes < (uint64_t)ROUNDS * NCHANS, "%s: %llu retakes",
+                  deferring[_i], (unsigned long long)retakes);
+    destroy_all(x, r);
+}
+END_TEST
+
+/* Without a delay every turn is handed over: nothing is taken so. */
+START_TEST(eager_promotion_takes_nothing_without_rejoining)
+{
+    enum { NCHANS = 8, ROUNDS = 10 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, MODE_COUNT);
+    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], 0);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    for (int k = 1; k <= ROUNDS; k++) {
+        for (int i = 0; i < NCHANS; i++)
+            poke(&x->chans[i]);
+        ck_assert(wait_count(&x->total, (uint64_t)k * NCHANS));
+    }
+    ck_assert_uint_eq(cr__lf_pool_retakes(x->p), 0);
+    stop_and_join(x->p);
+    check_clean(x);
+    destroy_all(x, r);
+}
+END_TEST
+
 static void run_blocking_handlers_together(const char *order, unsigned delay_us)
 {
     enum { THREADS = 4 };
@@ -1442,6 +1498,10 @@ Suite *lf_pool_suite(void)
     tcase_add_loop_test(tc, shared_followers_survive_rapid_handoffs_over_two_reactors, 0, n);
     tcase_add_test(tc, bad_input_gets_error_codes);
     tcase_add_loop_test(tc, deferred_promotion_handles_every_byte_once, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_leader_takes_the_fetched_batch_without_rejoining, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, eager_promotion_takes_nothing_without_rejoining, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     tcase_add_loop_test(tc, deferred_promotion_still_runs_blocking_handlers_together, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
