@@ -17,6 +17,8 @@ $usage
 
 Each NAME=FLAGS is a configuration: FLAGS (may be empty) are added to
   cabrank-httpd --listen 127.0.0.1:0 --root ROOT --max-requests-per-connection 1000000
+FLAGS that begin with @DIR run DIR/cabrank-httpd instead of --build's, so that
+builds are compared too: old=@/tmp/old/build new=
 ROOT is a scratch directory with hello.txt (13 bytes) and 1k.bin. Every round
 runs each configuration once, in the order given: start it, 1 s of wrk to warm
 up, then wrk -t1 -cC -dNs on F, stop it. Then a markdown table of the medians
@@ -31,6 +33,8 @@ over the rounds (promotions and takeovers summed), and every run's req/s.
 
 Example, the promotion delay:
   $me default= 1ms='--promotion-delay 0.001' one-thread='--threads 1'
+Example, two builds (a worktree of an older commit built in /tmp/old):
+  $me before=@/tmp/old/build after=
 EOF
 }
 
@@ -83,8 +87,16 @@ done
 for tool in wrk curl; do
     command -v "$tool" >/dev/null || die 2 "needs $tool (apt-get install -y wrk curl)"
 done
-bin=$build/cabrank-httpd
-[ -x "$bin" ] || die 2 "no $bin (make, or --build DIR)"
+bins=()
+for k in "${!names[@]}"; do
+    bins[k]=$build/cabrank-httpd
+    if [[ ${flags[k]} == @* ]]; then
+        read -r dir rest <<<"${flags[k]#@}"
+        bins[k]=$dir/cabrank-httpd
+        flags[k]=$rest
+    fi
+    [ -x "${bins[k]}" ] || die 2 "no ${bins[k]} (make, --build DIR or @DIR)"
+done
 hz=$(getconf CLK_TCK) || die 1 "getconf CLK_TCK failed"
 
 work=$(mktemp -d /tmp/httpd-configs.XXXXXX) || die 1 "mktemp failed"
@@ -114,7 +126,7 @@ cpu_ticks() {
 one() {
     local k=$1 port="" log=$work/server.log out=$work/wrk.txt c0 c1 s0 s1 n
     # shellcheck disable=SC2086 # FLAGS are words on purpose
-    "$bin" --listen 127.0.0.1:0 --root "$work/root" --max-requests-per-connection 1000000 \
+    "${bins[$k]}" --listen 127.0.0.1:0 --root "$work/root" --max-requests-per-connection 1000000 \
         ${flags[$k]} >"$log" 2>&1 &
     server=$!
     for _ in $(seq 100); do
@@ -150,7 +162,11 @@ one() {
 }
 
 cmd="$me --runs $runs --seconds $seconds --conns $conns --file $file --build $build"
-for k in "${!names[@]}"; do cmd+=" ${names[$k]}='${flags[$k]}'"; done
+for k in "${!names[@]}"; do
+    at=
+    [ "${bins[$k]}" = "$build/cabrank-httpd" ] || at="@${bins[$k]%/cabrank-httpd} "
+    cmd+=" ${names[$k]}='$at${flags[$k]}'"
+done
 echo "# $cmd"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), $(nproc) CPUs, wrk -t1 -c$conns -d${seconds}s on $file, rounds alternating"
 : >"$work/runs.txt"
