@@ -19,10 +19,10 @@
  *
  * Output is an array of segments kept in order: staged memory, heap memory,
  * zero-copy references and file ranges. Consecutive memory segments go out
- * with one send(2) or sendmsg(MSG_NOSIGNAL), file ranges with sendfile(2) (which can
- * raise SIGPIPE: cr_server ignores it). Every release callback runs exactly
- * once: when its segment is sent, or when the connection is destroyed with it
- * still queued.
+ * with one send(2) or sendmsg(2) (MSG_NOSIGNAL), file ranges with sendfile(2)
+ * (which can raise SIGPIPE: cr_server ignores it). Every release callback runs
+ * exactly once: when its segment is sent, or when the connection is destroyed
+ * with it still queued.
  *
  * Two drivers share one logic. advance() does the work that needs no I/O
  * (feed kept input, decide what is needed next) and consume_output() and
@@ -413,14 +413,10 @@ static int next_output(struct cr_conn *c, struct cr__conn_out *out, unsigned max
     return 0;
 }
 
-/*
- * Sends queued output, at most *budget bytes, taking what it sends off
- * *budget: 0 once all is sent, -EAGAIN when the socket is full, -EBUSY when
- * the budget runs out first, or -errno.
- */
 /* One send of iov[0..iovcnt). A single buffer (a small answer staged whole)
  * goes by send(2): sendmsg(2) first copies in and checks a msghdr and an iovec
- * array, which took some 0.1 us of kernel time a request on hello.txt. */
+ * array, some 0.1 us of kernel time a request on hello.txt (a one-off A/B of
+ * system time from /proc, 5 alternating runs: 3.40 against 3.28 us). */
 static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
 {
     struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
@@ -430,6 +426,11 @@ static ssize_t send_iov(int fd, const struct iovec *iov, int iovcnt, int flags)
     return cr__sys_sendmsg(fd, &msg, flags);
 }
 
+/*
+ * Sends queued output, at most *budget bytes, taking what it sends off
+ * *budget: 0 once all is sent, -EAGAIN when the socket is full, -EBUSY when
+ * the budget runs out first, or -errno.
+ */
 static int flush(struct cr_conn *c, size_t *budget)
 {
     struct cr__conn_out out;

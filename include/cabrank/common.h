@@ -18,15 +18,22 @@
 
 #define CR_UNUSED(x) ((void)(x))
 
-/* CR_TSAN is 1 in a ThreadSanitizer build (GCC's macro or clang's feature
- * test), for the few places that must tell TSan what it cannot see. */
+/* CR_TSAN is 1 in a ThreadSanitizer build and CR_ASAN in an AddressSanitizer
+ * one (GCC's macros or clang's feature tests), for the few places that must
+ * tell a sanitizer what it cannot see, or keep the calls it intercepts. */
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define CR_TSAN 1
 #endif
+#if __has_feature(address_sanitizer)
+#define CR_ASAN 1
+#endif
 #endif
 #if defined(__SANITIZE_THREAD__) && !defined(CR_TSAN)
 #define CR_TSAN 1
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(CR_ASAN)
+#define CR_ASAN 1
 #endif
 
 #endif /* CABRANK_COMMON_H */

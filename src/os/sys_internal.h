@@ -3,8 +3,8 @@
  * without glibc's cancellation wrappers. glibc makes each a cancellation
  * point: in a process with threads every call switches the thread to
  * asynchronous cancellation and back, two atomic compare-and-swaps on the
- * thread's cancel word and some 60 instructions, about 0.5% of the CPU of a
- * small keep-alive request (perf, hello.txt under wrk). cabrank never
+ * thread's cancel word and some 60 instructions, about 0.5% of the samples of
+ * a small keep-alive request (perf record, hello.txt under wrk). cabrank never
  * cancels a thread, so these go to the kernel through syscall(2), which is no
  * cancellation point; results and errno are the libc calls'. Sanitizer builds
  * keep the libc calls: ASan checks the buffers there and TSan orders threads
@@ -13,6 +13,8 @@
 #ifndef CABRANK_SYS_INTERNAL_H
 #define CABRANK_SYS_INTERNAL_H
 
+#include <cabrank/common.h>
+
 #include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
@@ -20,13 +22,8 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(CR_ASAN) || defined(CR_TSAN)
 #define CR__SYS_LIBC 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-    __has_feature(memory_sanitizer)
-#define CR__SYS_LIBC 1
-#endif
 #endif
 
 static inline ssize_t cr__sys_recv(int fd, void *buf, size_t len, int flags)
