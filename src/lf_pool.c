@@ -657,6 +657,29 @@ static bool may_defer(struct cr_lf_pool *p, struct lf_lead *l, const struct cr_r
     return set_look(l, now + p->delay_ns) == 0;
 }
 
+/*
+ * The leader of r gives up its turn to dispatch ev (lifo, fifo, priority):
+ * marks r deferred when the delay allows it (a follower is parked to cover
+ * it, none is on its way, may_defer), else offers the turn to a follower.
+ * Returns the slot to wake after the lock is released, or NULL. Caller holds
+ * r's group lock.
+ */
+static struct lf_slot *defer_or_offer(struct cr_lf_pool *p, struct lf_group *g, unsigned r,
+                                      const struct cr_reactor_event *ev)
+{
+    struct lf_lead *l = &p->lead[r];
+
+    if (p->delay_ns != 0 && g->head != 0 && l->pending == NO_SLOT && may_defer(p, l, ev)) {
+        /* Deferred: r's timer covers it (see the top of the file). */
+        l->deferred = true;
+        l->turn_ns = ev->taken_ns;
+        __atomic_store_n(&l->deferrals, l->deferrals + 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    l->deferred = false; /* offered, or nobody parked to offer it to */
+    return offer_turn(p, g, r);
+}
+
 /* Wakes a follower offer_turn chose. Outside the group lock, so that the
  * woken thread does not run only to block on it; safe because f re-checks
  * `promoted` under the lock before each wait. */
@@ -762,7 +785,6 @@ static void unlead_locked(struct cr_lf_pool *p, struct lf_slot *s, unsigned r,
                           const struct cr_reactor_event *ev)
 {
     struct lf_group *g = &p->groups[s->group];
-    struct lf_lead *l = &p->lead[r];
     struct lf_slot *f = NULL;
 
     cr_mutex_lock(&g->lock);
@@ -774,12 +796,8 @@ static void unlead_locked(struct cr_lf_pool *p, struct lf_slot *s, unsigned r,
             cr_cond_signal(&g->cv);
             __atomic_fetch_add(&g->promotions, 1, __ATOMIC_RELAXED);
         }
-    } else if (ev != NULL && p->delay_ns != 0 && g->head != 0 && l->pending == NO_SLOT &&
-               may_defer(p, l, ev)) {
-        /* Deferred: r's timer covers it (see the top of the file). */
-        l->deferred = true;
-        l->turn_ns = ev->taken_ns;
-        __atomic_store_n(&l->deferrals, l->deferrals + 1, __ATOMIC_RELAXED);
+    } else if (ev != NULL) {
+        f = defer_or_offer(p, g, r, ev);
     } else {
         f = offer_turn(p, g, r);
     }
@@ -1099,8 +1117,8 @@ static void *watchdog_main(void *arg)
 
 /*
  * s is back from an event of reactor r whose turn it deferred: takes the next
- * event r has fetched already into *ev, the turn deferred anew (or offered, as
- * unlead_locked would), without leading r in between. That is the whole of a
+ * event r has fetched already into *ev, the turn deferred anew or offered as
+ * unlead_locked does (defer_or_offer), without leading r in between. That is the whole of a
  * lead and an unlead when no thread took r meanwhile (its turn is still
  * deferred, nobody leads it or was woken for it), at one group lock instead of
  * two and none of the hand-over's atomics: on hello.txt 119 instructions and
@@ -1128,13 +1146,7 @@ static bool take_deferred(struct cr_lf_pool *p, struct lf_slot *s, const struct 
         cr__reactor_take(p->reactors[r], 0, false, &now, ev) > 0) {
         taken = true;
         __atomic_store_n(&l->retakes, l->retakes + 1, __ATOMIC_RELAXED);
-        if (g->head != 0 && may_defer(p, l, ev)) {
-            l->turn_ns = ev->taken_ns;
-            __atomic_store_n(&l->deferrals, l->deferrals + 1, __ATOMIC_RELAXED);
-        } else {
-            w = offer_turn(p, g, r);
-            l->deferred = false; /* offered, or nobody parked to offer it to */
-        }
+        w = defer_or_offer(p, g, r, ev);
     }
     cr_mutex_unlock(&g->lock);
     wake_pending(w);
