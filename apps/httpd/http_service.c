@@ -177,11 +177,13 @@ struct status_line {
     unsigned char reason_len;
 };
 
+/* A head's start for a status: the status line, Server and "Date: ". */
+#define HEAD_START(code, why) "HTTP/1.1 " #code " " why "\r\nServer: cabrank\r\nDate: "
+/* Where the reason phrase begins in it: after "HTTP/1.1 ", three digits and a space. */
+#define REASON_AT (sizeof("HTTP/1.1 200 ") - 1)
 #define STATUS_LINE(code, why)                                                                     \
     {                                                                                              \
-        code, "HTTP/1.1 " #code " " why "\r\nServer: cabrank\r\nDate: ",                           \
-            (unsigned char)(sizeof("HTTP/1.1 " #code " " why "\r\nServer: cabrank\r\nDate: ") -    \
-                            1),                                                                    \
+        code, HEAD_START(code, why), (unsigned char)(sizeof(HEAD_START(code, why)) - 1),           \
             (unsigned char)(sizeof(why) - 1)                                                       \
     }
 
@@ -224,8 +226,7 @@ static const char *reason(int status, size_t *len)
     const struct status_line *sl = status_line(status);
 
     *len = sl->reason_len;
-    /* "HTTP/1.1 " and three digits and a space come before it. */
-    return sl->line + 13;
+    return sl->line + REASON_AT;
 }
 
 /* Writes a decoded path percent-encoded: what is not a pchar or '/'. */
