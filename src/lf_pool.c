@@ -1125,7 +1125,8 @@ static void *watchdog_main(void *arg)
  * six atomic read-modify-writes fewer a request (bench/httpd_instructions.sh,
  * 3,805 to 3,686). false, with nothing taken, when r is not so, the frame
  * ends, or nothing is fetched: s rejoins (follow). Locked orders with a delay
- * only.
+ * only. The take runs at the reading the handler lent (cr_clock_end_ns), if
+ * it lent one.
  */
 static bool take_deferred(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f,
                           unsigned r, struct cr_reactor_event *ev)
@@ -1143,7 +1144,7 @@ static bool take_deferred(struct cr_lf_pool *p, struct lf_slot *s, const struct 
      * comes after the group lock (lock order, top of the file). */
     if (l->deferred && l->pending == NO_SLOT &&
         __atomic_load_n(&l->slot, __ATOMIC_RELAXED) == NO_SLOT && leave_reason(p, f) == STAY &&
-        cr__reactor_take(p->reactors[r], 0, false, &now, ev) > 0) {
+        (now = cr__clock_end_take(), cr__reactor_take(p->reactors[r], 0, false, &now, ev) > 0)) {
         taken = true;
         __atomic_store_n(&l->retakes, l->retakes + 1, __ATOMIC_RELAXED);
         w = defer_or_offer(p, g, r, ev);
@@ -1189,7 +1190,8 @@ static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, 
 {
     struct cr_reactor *re = p->reactors[r];
     struct cr_reactor_event ev;
-    uint64_t now = led_at;
+    /* Still PROCESSING: the handler's lent reading serves, if there is one. */
+    uint64_t now = led_at != 0 ? led_at : cr__clock_end_take();
     bool stamped = led_at != 0;
     int reason;
     int n;

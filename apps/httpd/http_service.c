@@ -716,7 +716,7 @@ static void finish(struct http_service *h, struct cr_conn *c, const struct reply
     unsigned worker = cr_conn_worker(c);
 
     cr_conn_request_done(c);
-    status_record(h->status, worker, rp->status, rp->body_bytes, cr_clock_now_ns() - rp->start_ns);
+    status_record(h->status, worker, rp->status, rp->body_bytes, cr_clock_end_ns() - rp->start_ns);
     if (h->log != NULL) {
         const struct http_request *req = rp->req;
         struct access_log_entry e = {

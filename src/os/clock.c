@@ -13,6 +13,8 @@
 
 /* 0: the thread handles no event (a clock reading is never 0 after boot). */
 static _Thread_local uint64_t tl_event_ns;
+/* 0: the handler running lent no reading (cr_clock_end_ns). */
+static _Thread_local uint64_t tl_end_ns;
 
 static uint64_t read_clock(clockid_t id)
 {
@@ -33,11 +35,29 @@ uint64_t cr_clock_event_ns(void)
     return tl_event_ns != 0 ? tl_event_ns : cr_clock_now_ns();
 }
 
+uint64_t cr_clock_end_ns(void)
+{
+    uint64_t now = cr_clock_now_ns();
+
+    if (tl_event_ns != 0)
+        tl_end_ns = now;
+    return now;
+}
+
+uint64_t cr__clock_end_take(void)
+{
+    uint64_t end = tl_end_ns;
+
+    tl_end_ns = 0;
+    return end;
+}
+
 uint64_t cr__clock_event_enter(uint64_t taken_ns)
 {
     uint64_t outer = tl_event_ns;
 
     tl_event_ns = taken_ns;
+    tl_end_ns = 0;
     return outer;
 }
 
@@ -48,6 +68,7 @@ void cr__clock_event_leave(uint64_t outer)
 
 void cr__clock_event_resume(uint64_t now)
 {
+    tl_end_ns = 0;
     if (tl_event_ns != 0)
         tl_event_ns = now;
 }

@@ -45,6 +45,7 @@ enum mode {
     MODE_REQUEST,    /* hybrid: wait for a reply (see on_request) */
     MODE_REPLY,      /* hybrid: notify the matching request's waiter */
     MODE_WAIT_GATED, /* hybrid: wait until notified, then stay until the gate opens */
+    MODE_LEND,       /* MODE_COUNT, lending the end reading (cr_clock_end_ns) */
 };
 
 struct ctx;
@@ -73,6 +74,8 @@ struct ctx {
     int overlaps;           /* a handle entered by two threads at once */
     int empty;              /* dispatched with nothing to read */
     uint64_t resumed_after; /* the handler's event time across a wait, ns */
+    uint64_t lent_used;     /* MODE_LEND: events taken at the thread's lent reading */
+    uint64_t time_back;     /* MODE_LEND: events older than the thread's last reading */
     int errors;
     int inside;
     int max_inside;
@@ -139,6 +142,21 @@ static void open_gate(struct chan *c)
     __atomic_store_n(&c->gate, 1, __ATOMIC_RELEASE);
 }
 
+/* MODE_LEND: the reading this thread's last handler lent. */
+static _Thread_local uint64_t tl_lent;
+
+/* An event is never older than the reading its thread lent last (the pool
+ * takes at it or later), and counts when it was taken at exactly that. */
+static void check_lent(struct ctx *x)
+{
+    uint64_t at = cr_clock_event_ns();
+
+    if (at == tl_lent)
+        __atomic_fetch_add(&x->lent_used, 1, __ATOMIC_RELAXED);
+    else if (at < tl_lent)
+        __atomic_fetch_add(&x->time_back, 1, __ATOMIC_RELAXED);
+}
+
 static void on_reply(struct chan *c);
 static void on_wait_gated(struct chan *c);
 static void on_request(struct chan *c);
@@ -153,6 +171,8 @@ static void on_event(struct cr_reactor *r, int fd, unsigned events, void *arg)
     char b;
 
     (void)events;
+    if (c->mode == MODE_LEND)
+        check_lent(x);
     /* First: the test reads it once `inside` counts this handler. */
     __atomic_store_n(&c->last_self, cr_lf_pool_self(x->p), __ATOMIC_RELEASE);
     if (!__atomic_compare_exchange_n(&c->in_use, &zero, 1, false, __ATOMIC_ACQ_REL,
@@ -187,6 +207,8 @@ static void on_event(struct cr_reactor *r, int fd, unsigned events, void *arg)
     __atomic_store_n(&c->in_use, 0, __ATOMIC_RELEASE);
     __atomic_fetch_add(&c->handled, 1, __ATOMIC_ACQ_REL);
     __atomic_fetch_add(&x->total, 1, __ATOMIC_ACQ_REL);
+    if (c->mode == MODE_LEND)
+        tl_lent = cr_clock_end_ns();
     /* Last: once reactivated, another thread may take the handle. */
     if (cr_reactor_reactivate(r, fd) < 0)
         __atomic_fetch_add(&x->errors, 1, __ATOMIC_RELAXED);
@@ -440,6 +462,38 @@ START_TEST(deferred_leader_takes_the_fetched_batch_without_rejoining)
         ck_assert_uint_eq(load_u64(&x->chans[i].handled), ROUNDS);
     ck_assert_msg(retakes > 0 && retakes < (uint64_t)ROUNDS * NCHANS, "%s: %llu retakes",
                   deferring[_i], (unsigned long long)retakes);
+    destroy_all(x, r);
+}
+END_TEST
+
+/*
+ * A thread back from a deferred turn takes the next fetched event at the
+ * reading its handler lent at its end (cr_clock_end_ns) and reads no clock:
+ * some events carry exactly that time, and none is older than its thread's
+ * last reading.
+ */
+START_TEST(deferred_leader_takes_at_the_reading_its_handler_lent)
+{
+    enum { NCHANS = 8, ROUNDS = 50 };
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    uint64_t retakes;
+
+    for (int i = 0; i < NCHANS; i++)
+        add_chan(x, r, MODE_LEND);
+    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY_US);
+    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
+    for (int k = 1; k <= ROUNDS; k++) {
+        for (int i = 0; i < NCHANS; i++)
+            poke(&x->chans[i]);
+        ck_assert(wait_count(&x->total, (uint64_t)k * NCHANS));
+    }
+    retakes = cr__lf_pool_retakes(x->p);
+    stop_and_join(x->p);
+    check_clean(x);
+    ck_assert_uint_gt(retakes, 0);
+    ck_assert_uint_ge(load_u64(&x->lent_used), retakes);
+    ck_assert_uint_eq(load_u64(&x->time_back), 0);
     destroy_all(x, r);
 }
 END_TEST
@@ -1500,6 +1554,8 @@ Suite *lf_pool_suite(void)
     tcase_add_loop_test(tc, deferred_promotion_handles_every_byte_once, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     tcase_add_loop_test(tc, deferred_leader_takes_the_fetched_batch_without_rejoining, 0,
+                        (int)(sizeof(deferring) / sizeof(deferring[0])));
+    tcase_add_loop_test(tc, deferred_leader_takes_at_the_reading_its_handler_lent, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));
     tcase_add_loop_test(tc, eager_promotion_takes_nothing_without_rejoining, 0,
                         (int)(sizeof(deferring) / sizeof(deferring[0])));

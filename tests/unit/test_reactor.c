@@ -7,6 +7,7 @@
 #include <cabrank/reactor.h>
 
 #include "../support/support.h"
+#include "os/clock_internal.h"
 #include "reactor_internal.h"
 
 #include <check.h>
@@ -930,6 +931,89 @@ START_TEST(handler_sees_the_time_its_event_was_taken)
 }
 END_TEST
 
+/* What lending handlers lent, and what a nested one saw. */
+struct lend {
+    struct cr_reactor *r;
+    int nested_pipe[2];
+    uint64_t lent;   /* cr_clock_end_ns() in the handler */
+    bool nest_after; /* dispatch a nested event after lending */
+};
+
+static void lend_handler(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    struct lend *l = arg;
+    char c;
+
+    (void)events;
+    ck_assert_int_eq(read(fd, &c, 1), 1);
+    l->lent = cr_clock_end_ns();
+    ck_assert_uint_ne(l->lent, 0);
+    if (l->nest_after) {
+        ck_assert_int_eq(cr_reactor_add(r, l->nested_pipe[0], CR_EV_READ, CR_REACTOR_ONESHOT,
+                                        inner_handler, &(struct event_time){.r = r}),
+                         0);
+        ck_assert_int_eq(write(l->nested_pipe[1], "y", 1), 1);
+        ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    }
+}
+
+static void quiet_handler(struct cr_reactor *r, int fd, unsigned events, void *arg)
+{
+    char c;
+
+    (void)r;
+    (void)events;
+    (void)arg;
+    ck_assert_int_eq(read(fd, &c, 1), 1);
+}
+
+/* One lent reading serves one take, from the event whose handler lent it: it
+ * is taken once, a new dispatch drops it, and outside a dispatch nothing is
+ * lent (the Leader/Followers pool takes its next event at it). */
+START_TEST(a_handler_lends_its_end_reading_to_one_take)
+{
+    struct cr_reactor *r = open_reactor(_i);
+    struct lend l = {.r = r};
+    int lender[2];
+    int quiet[2];
+
+    make_pipe(lender);
+    make_pipe(quiet);
+    make_pipe(l.nested_pipe);
+    ck_assert_uint_ne(cr_clock_end_ns(), 0);
+    ck_assert_uint_eq(cr__clock_end_take(), 0);
+    ck_assert_int_eq(cr_reactor_add(r, lender[0], CR_EV_READ, 0, lend_handler, &l), 0);
+    ck_assert_int_eq(cr_reactor_add(r, quiet[0], CR_EV_READ, 0, quiet_handler, NULL), 0);
+
+    ck_assert_int_eq(write(lender[1], "x", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    ck_assert_uint_eq(cr__clock_end_take(), l.lent);
+    ck_assert_uint_eq(cr__clock_end_take(), 0);
+
+    /* Lent and not taken: the next dispatch drops it. */
+    ck_assert_int_eq(write(lender[1], "x", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    ck_assert_int_eq(write(quiet[1], "x", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    ck_assert_uint_eq(cr__clock_end_take(), 0);
+
+    /* A nested dispatch after the lending drops it too: it is no longer the
+     * end of the handler's work. */
+    l.nest_after = true;
+    ck_assert_int_eq(write(lender[1], "x", 1), 1);
+    ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
+    ck_assert_uint_eq(cr__clock_end_take(), 0);
+
+    ck_assert_int_eq(cr_reactor_remove(r, lender[0]), 0);
+    ck_assert_int_eq(cr_reactor_remove(r, quiet[0]), 0);
+    ck_assert_int_eq(cr_reactor_remove(r, l.nested_pipe[0]), 0);
+    close_pipe(lender);
+    close_pipe(quiet);
+    close_pipe(l.nested_pipe);
+    cr_reactor_destroy(r);
+}
+END_TEST
+
 Suite *reactor_suite(void);
 Suite *reactor_suite(void)
 {
@@ -962,6 +1046,7 @@ Suite *reactor_suite(void)
     tcase_add_loop_test(tc, registration_from_other_threads_while_one_waits_is_safe, 0, n);
     tcase_add_loop_test(tc, signal_arrives_as_reactor_event, 0, n);
     tcase_add_loop_test(tc, handler_sees_the_time_its_event_was_taken, 0, n);
+    tcase_add_loop_test(tc, a_handler_lends_its_end_reading_to_one_take, 0, n);
     suite_add_tcase(s, tc);
     return s;
 }
