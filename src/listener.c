@@ -139,6 +139,13 @@ int cr_listener_congestion(int fd, const char *name)
     return 0;
 }
 
+int cr_listener_notsent_lowat(int fd, unsigned bytes)
+{
+    if (bytes > INT_MAX)
+        return -EINVAL;
+    return set_int_option(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, (int)bytes);
+}
+
 int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
 {
     struct sockaddr_storage ss;
@@ -183,6 +190,11 @@ int cr_listener_open(int *fd_out, const struct cr_listener_config *cfg)
     }
     if (cfg->congestion != NULL) {
         err = cr_listener_congestion(fd, cfg->congestion);
+        if (err < 0)
+            goto out_close_fd;
+    }
+    if (cfg->notsent_lowat != 0) {
+        err = cr_listener_notsent_lowat(fd, cfg->notsent_lowat);
         if (err < 0)
             goto out_close_fd;
     }

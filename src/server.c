@@ -22,6 +22,7 @@
 #include "proc_internal.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -203,7 +204,8 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
 
     *c = *in;
     if (c->backlog < 0 || c->threads < 0 || c->groups < 0 || c->queue_size < 0 ||
-        c->max_connections < 0)
+        c->max_connections < 0 ||
+        (c->notsent_lowat > INT_MAX && c->notsent_lowat != CR_SERVER_NOTSENT_SYSTEM))
         return -EINVAL;
     s->ops = find_model(c->model != NULL ? c->model : DEFAULT_MODEL);
     if (s->ops == NULL)
@@ -269,6 +271,14 @@ static unsigned listen_groups_for(const struct cr_server *s, const struct cr_ser
     return (unsigned)s->cfg.groups;
 }
 
+/* TCP_NOTSENT_LOWAT for s's listeners, 0 for the system's. */
+static unsigned notsent_lowat(const struct cr_server *s)
+{
+    unsigned v = s->cfg.notsent_lowat;
+
+    return v == 0 ? CR_SERVER_NOTSENT_LOWAT : v == CR_SERVER_NOTSENT_SYSTEM ? 0 : v;
+}
+
 /* The listener settings of s's configuration, for address. */
 static struct cr_listener_config listener_config(const struct cr_server *s, const char *address,
                                                  bool reuseport)
@@ -278,6 +288,7 @@ static struct cr_listener_config listener_config(const struct cr_server *s, cons
         .backlog = s->cfg.backlog,
         .reuseport = reuseport,
         .defer_accept_s = s->cfg.defer_accept_s,
+        .notsent_lowat = notsent_lowat(s),
     };
 }
 
@@ -326,6 +337,12 @@ static int adopt_listener(struct cr_server *s, int fd)
         err = cr_listener_defer_accept(fd, s->cfg.defer_accept_s);
         if (err < 0)
             CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_DEFER_ACCEPT: %s", fd, strerror(-err));
+    }
+    if (err == 0 && notsent_lowat(s) != 0) {
+        err = cr_listener_notsent_lowat(fd, notsent_lowat(s));
+        if (err < 0)
+            CR_LOG(CR_LOG_ERROR, "inherited listener %d: TCP_NOTSENT_LOWAT: %s", fd,
+                   strerror(-err));
     }
     if (err == 0)
         s->listen_fds[s->nlisten++] = fd;

@@ -46,7 +46,7 @@
 /* Clients of an HTTP server speak first: a connection is worth accepting
  * once its request arrives (a silent one waits in the kernel, not here). */
 #define DEFAULT_DEFER_ACCEPT_S 1
-#define NOPTS                  43 /* entries in opt_defs */
+#define NOPTS                  44 /* entries in opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -197,6 +197,12 @@ static const struct opts_def opt_defs[] = {
         "bytes sent to a connection before the others ready\n"
         "get their turn: reactor, lf, hshr (default 262144;\n"
         "0: until its socket is full)"),
+    NUM("notsent-lowat", SCOPE_SERVER, server.notsent_lowat, 0, INT_MAX, "BYTES",
+        "a connection takes more of an answer only while less\n"
+        "than BYTES of it wait unsent (TCP_NOTSENT_LOWAT): the\n"
+        "kernel then sends large files in the server's own\n"
+        "calls, and queues less ahead of a slow client\n"
+        "(default 65536; 0: the system's)"),
     NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
         "stop accepting beyond N (default 10000)"),
     NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
@@ -289,6 +295,7 @@ static void defaults(struct options *o)
     o->promotion_delay_us = UNSET_US;
     o->server.defer_accept_s = DEFAULT_DEFER_ACCEPT_S;
     o->server.send_budget = CR_SERVER_SEND_BUDGET;
+    o->server.notsent_lowat = CR_SERVER_NOTSENT_LOWAT;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;
     for (size_t i = 0; i < NOPTS; i++)
@@ -863,6 +870,8 @@ int main(int argc, char **argv)
     o->server.busy_poll_us = (unsigned)o->busy_poll_us;
     if (o->server.send_budget == 0)
         o->server.send_budget = SIZE_MAX; /* the flag's 0; the library's is the default */
+    if (o->server.notsent_lowat == 0)
+        o->server.notsent_lowat = CR_SERVER_NOTSENT_SYSTEM; /* likewise */
     o->server.on_usr1 = on_usr1;
     o->server.on_hup = on_hup;
     o->server.on_started = on_started;

@@ -39,6 +39,11 @@ struct cr_listener_config {
      * a timer, which on loopback costs CPU and makes large transfers slow
      * in some runs and not in others (see the README). */
     const char *congestion;
+    /* TCP_NOTSENT_LOWAT, which accepted connections inherit: a connection
+     * takes more data only while less than this many bytes of what it took
+     * are still unsent; 0: the system's (net.ipv4.tcp_notsent_lowat,
+     * unlimited by default). See cr_server_config.notsent_lowat. */
+    unsigned notsent_lowat;
 };
 
 /*
@@ -63,6 +68,10 @@ CR_MUST_CHECK int cr_listener_defer_accept(int fd, unsigned seconds);
  * have, -EPERM for one not in net.ipv4.tcp_allowed_congestion_control
  * (unprivileged), or -errno. Thread-safe. */
 CR_MUST_CHECK int cr_listener_congestion(int fd, const char *name);
+
+/* Sets TCP_NOTSENT_LOWAT (see cr_listener_config; 0 restores the system's)
+ * on a listening socket, one opened elsewhere too. 0 or -errno. Thread-safe. */
+CR_MUST_CHECK int cr_listener_notsent_lowat(int fd, unsigned bytes);
 
 /* Whether a socket is bound to a loopback address (127.0.0.0/8, ::1, or
  * ::ffff:127.0.0.0/104), so that only this host can reach it: 1 or 0, or

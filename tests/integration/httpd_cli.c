@@ -206,6 +206,7 @@ static void test_usage_errors(const char *root)
     const char *const b11[] = {"--root", root, "--loopback-congestion", "no-such-algorithm", NULL};
     const char *const b12[] = {"--root", root, "--send-budget", "64k", NULL};
     const char *const b13[] = {"--root", root, "--busy-poll", "2", NULL};
+    const char *const b14[] = {"--root", root, "--notsent-lowat", "3000000000", NULL};
 
     expect_usage_error(b1, "zero workers");
     expect_usage_error(b2, "unknown accept lock");
@@ -220,6 +221,7 @@ static void test_usage_errors(const char *root)
     expect_usage_error(b11, "unknown loopback congestion control");
     expect_usage_error(b12, "bad send budget");
     expect_usage_error(b13, "busy poll over a second");
+    expect_usage_error(b14, "notsent-lowat over INT_MAX");
 }
 
 static int spawn(const char *const *args, pid_t *pid, uint16_t *ports, int want, char lines[][128]);
@@ -460,6 +462,8 @@ static void test_server_flags(const char *dir, const char *root)
     args[n++] = "--loopback-congestion=reno";
     /* A large file then goes out in 256 turns. */
     args[n++] = "--send-budget=4096";
+    /* And waits for the socket each time more than 2 KiB are unsent. */
+    args[n++] = "--notsent-lowat=2048";
     args[n++] = "--busy-poll=0.0002";
     args[n] = NULL;
     if (spawn(args, &pid, ports, v6 ? 2 : 1, lines) < 0) {
@@ -483,7 +487,8 @@ static void test_server_flags(const char *dir, const char *root)
         CHECK(hc_request(&cl, "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n", &r, hc_tmo(5000)) == 0 &&
                   r.status == 200 && r.body_len == sizeof(big) &&
                   memcmp(r.body, big, sizeof(big)) == 0,
-              "big.bin in send-budget slices: status %d, %zu bytes", r.status, r.body_len);
+              "big.bin in send-budget slices, 2 KiB unsent at most: status %d, %zu bytes", r.status,
+              r.body_len);
         hc_resp_free(&r);
         cr_test_client_close(&cl);
     }

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -395,6 +396,43 @@ START_TEST(congestion_control_is_inherited_by_accepted_connections)
 }
 END_TEST
 
+static int notsent_lowat_of(int fd)
+{
+    int v = -1;
+    socklen_t len = sizeof(v);
+
+    ck_assert_int_eq(getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &v, &len), 0);
+    return v;
+}
+
+/* Accepted connections inherit the listener's TCP_NOTSENT_LOWAT; 0 gives
+ * the system's back (the kernel keeps 0 and then reads the sysctl). */
+START_TEST(notsent_lowat_is_inherited_by_accepted_connections)
+{
+    struct cr_listener_config cfg = {.address = "127.0.0.1:0", .notsent_lowat = 16384};
+    struct cr_listener_config plain = {.address = "127.0.0.1:0"};
+    int lfd;
+    int cfd;
+    int fd = -1;
+
+    accept_one(&cfg, &lfd, &cfd, &fd);
+    ck_assert_int_eq(notsent_lowat_of(lfd), 16384);
+    ck_assert_int_eq(notsent_lowat_of(fd), 16384);
+    close(fd);
+    close(cfd);
+    ck_assert_int_eq(cr_listener_notsent_lowat(lfd, 0), 0);
+    ck_assert_int_eq(notsent_lowat_of(lfd), 0);
+    ck_assert_int_eq(cr_listener_notsent_lowat(lfd, (unsigned)INT_MAX + 1), -EINVAL);
+    ck_assert_int_eq(cr_listener_notsent_lowat(-1, 4096), -EBADF);
+    close(lfd);
+    accept_one(&plain, &lfd, &cfd, &fd);
+    ck_assert_int_eq(notsent_lowat_of(fd), 0);
+    close(fd);
+    close(cfd);
+    close(lfd);
+}
+END_TEST
+
 /* What is(fd) says of a listener on address (1 or 0); -1 when this
  * machine has no IPv6 loopback. */
 static int scope_of(const char *address, int (*is)(int fd))
@@ -472,6 +510,7 @@ Suite *listener_suite(void)
     tcase_add_test(sock, accept_returns_eagain_when_nothing_is_pending);
     tcase_add_test(sock, accepted_fd_is_nonblocking_cloexec_nodelay);
     tcase_add_test(sock, defer_accept_hands_over_connections_with_data_only);
+    tcase_add_test(sock, notsent_lowat_is_inherited_by_accepted_connections);
     tcase_add_test(sock, congestion_control_is_inherited_by_accepted_connections);
     tcase_add_test(sock, tells_loopback_addresses_from_others);
     tcase_add_test(sock, tells_wildcard_addresses_from_others);

@@ -8,7 +8,9 @@
  * server tunes its own the same way (open_listeners). A wildcard listener's
  * connections from this host get the loopback choice after accept: checked
  * on the server's end of a connection by the service that opens it. (The
- * wildcard listener is served to a client on 127.0.0.1 only.)
+ * wildcard listener is served to a client on 127.0.0.1 only.) And
+ * cr_server_config.notsent_lowat, the other TCP option the server sets on
+ * its listeners for their connections.
  */
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
@@ -20,6 +22,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -366,6 +369,51 @@ START_TEST(wildcard_connections_that_inherit_the_choice_are_not_checked)
 }
 END_TEST
 
+/* The TCP_NOTSENT_LOWAT a server with notsent_lowat `want` leaves on the
+ * listening sockets it is given (its connections inherit it), in lo and
+ * any; create's result. */
+static int lowat_pair(unsigned want, int *lo, int *any)
+{
+    struct cr_server_config cfg = {.model = "reactor", .notsent_lowat = want};
+    struct cr_test_svc t;
+    struct cr_server *s = NULL;
+    struct pair p;
+    socklen_t len = sizeof(int);
+    int err;
+
+    open_pair(&p);
+    cfg.listen_fds[0] = p.loopback;
+    cfg.listen_fds[1] = p.wildcard;
+    ck_assert_int_eq(cr_test_line_init(&t), 0);
+    err = cr_server_create(&s, &cfg, &t.svc);
+    cr_server_destroy(s);
+    cr_test_svc_fini(&t);
+    ck_assert_int_eq(getsockopt(p.loopback, IPPROTO_TCP, TCP_NOTSENT_LOWAT, lo, &len), 0);
+    ck_assert_int_eq(getsockopt(p.wildcard, IPPROTO_TCP, TCP_NOTSENT_LOWAT, any, &len), 0);
+    close_pair(&p);
+    return err;
+}
+
+/* 64 KiB unless told; the system's on request; no value beyond an int. */
+START_TEST(listeners_get_the_notsent_lowat)
+{
+    int lo = -1;
+    int any = -1;
+
+    ck_assert_int_eq(lowat_pair(0, &lo, &any), 0);
+    ck_assert_int_eq(lo, CR_SERVER_NOTSENT_LOWAT);
+    ck_assert_int_eq(any, CR_SERVER_NOTSENT_LOWAT);
+    ck_assert_int_eq(lowat_pair(4096, &lo, &any), 0);
+    ck_assert_int_eq(lo, 4096);
+    ck_assert_int_eq(any, 4096);
+    ck_assert_int_eq(lowat_pair(CR_SERVER_NOTSENT_SYSTEM, &lo, &any), 0);
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(any, 0);
+    ck_assert_int_eq(lowat_pair((unsigned)INT_MAX + 1, &lo, &any), -EINVAL);
+    ck_assert_int_eq(lo, 0);
+}
+END_TEST
+
 Suite *server_congestion_suite(void);
 Suite *server_congestion_suite(void)
 {
@@ -380,6 +428,7 @@ Suite *server_congestion_suite(void)
     tcase_add_test(tc, wildcard_connections_from_this_host_get_the_loopback_choice);
     tcase_add_test(tc, wildcard_connections_that_inherit_the_choice_are_not_checked);
     tcase_add_test(tc, a_chosen_name_the_kernel_lacks_fails_create_over_a_wildcard_listener);
+    tcase_add_test(tc, listeners_get_the_notsent_lowat);
     suite_add_tcase(s, tc);
     return s;
 }
