@@ -92,12 +92,18 @@ int cr_handle_set_remove(struct cr_handle_set *hs, int fd)
     return hs->ops->remove(hs, fd);
 }
 
-int cr_handle_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
-                       int timeout_ms)
+int cr__handle_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
+                        int timeout_ms, uint64_t since_ns)
 {
     if (evs == NULL || max <= 0)
         return -EINVAL;
-    return hs->ops->wait(hs, evs, max, timeout_ms);
+    return hs->ops->wait(hs, evs, max, timeout_ms, since_ns);
+}
+
+int cr_handle_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
+                       int timeout_ms)
+{
+    return cr__handle_set_wait(hs, evs, max, timeout_ms, 0);
 }
 
 void cr_handle_set_wake(struct cr_handle_set *hs)
@@ -105,9 +111,11 @@ void cr_handle_set_wake(struct cr_handle_set *hs)
     hs->ops->wake(hs);
 }
 
-uint64_t cr__handle_set_deadline(int timeout_ms)
+uint64_t cr__handle_set_deadline(int timeout_ms, uint64_t since_ns)
 {
-    return timeout_ms < 0 ? 0 : cr_clock_now_ns() + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+    if (timeout_ms <= 0)
+        return 0;
+    return (since_ns != 0 ? since_ns : cr_clock_now_ns()) + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
 }
 
 int cr__handle_set_remaining_ms(int timeout_ms, uint64_t deadline_ns)

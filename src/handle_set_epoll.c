@@ -149,23 +149,24 @@ static void drain_wakefd(struct epoll_set *s)
 }
 
 static int epoll_set_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
-                          int timeout_ms)
+                          int timeout_ms, uint64_t since_ns)
 {
     struct epoll_set *s = (struct epoll_set *)hs;
     struct epoll_event kev[EPOLL_BATCH_MAX];
-    uint64_t deadline = cr__handle_set_deadline(timeout_ms);
+    uint64_t deadline = cr__handle_set_deadline(timeout_ms, since_ns);
+    int ms = timeout_ms;
     int n;
     int out = 0;
 
     if (max > EPOLL_BATCH_MAX)
         max = EPOLL_BATCH_MAX;
     for (;;) {
-        n = cr__sys_epoll_wait(s->epfd, kev, max,
-                               cr__handle_set_remaining_ms(timeout_ms, deadline));
+        n = cr__sys_epoll_wait(s->epfd, kev, max, ms);
         if (n >= 0)
             break;
         if (errno != EINTR)
             return -errno;
+        ms = cr__handle_set_remaining_ms(timeout_ms, deadline);
     }
     for (int i = 0; i < n; i++) {
         int fd = (int)(uint32_t)kev[i].data.u64;

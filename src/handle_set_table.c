@@ -275,11 +275,12 @@ static int translate(struct cr_hs_table *t, size_t nslots, struct cr_handle_even
 }
 
 int cr__hs_table_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
-                      int timeout_ms)
+                      int timeout_ms, uint64_t since_ns)
 {
     struct cr_hs_table *t = (struct cr_hs_table *)hs;
     const struct cr_hs_table_hooks *h = t->hooks;
-    uint64_t deadline = cr__handle_set_deadline(timeout_ms);
+    uint64_t deadline = cr__handle_set_deadline(timeout_ms, since_ns);
+    bool again = false;
 
     for (;;) {
         int nslots;
@@ -300,8 +301,13 @@ int cr__hs_table_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int
         /* A wake-up that came before this wait: look, but do not block. Pairs
          * with the release store in cr__hs_table_wake(). */
         woken = __atomic_exchange_n(&t->wake_pending, 0, __ATOMIC_ACQUIRE);
-        n = h->wait(t, woken ? 0 : cr__handle_set_remaining_ms(timeout_ms, deadline),
+        /* The clock is read for what is left only when the wait is retried. */
+        n = h->wait(t,
+                    woken   ? 0
+                    : again ? cr__handle_set_remaining_ms(timeout_ms, deadline)
+                            : timeout_ms,
                     &wakefd_ready);
+        again = true;
         err = n < 0 ? n : 0;
         if (n > 0 && wakefd_ready) {
             drain_wakefd(t);

@@ -119,7 +119,7 @@ CR_MUST_CHECK int cr__hs_table_modify(struct cr_handle_set *hs, int fd, unsigned
                                       unsigned flags, uint32_t tag);
 CR_MUST_CHECK int cr__hs_table_remove(struct cr_handle_set *hs, int fd);
 CR_MUST_CHECK int cr__hs_table_wait(struct cr_handle_set *hs, struct cr_handle_event *evs, int max,
-                                    int timeout_ms);
+                                    int timeout_ms, uint64_t since_ns);
 void cr__hs_table_wake(struct cr_handle_set *hs);
 
 /*

@@ -884,7 +884,8 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *n
         r->waiting = !poll;
         r->wait_until = until;
         cr_mutex_unlock(&r->lock);
-        n = cr_handle_set_wait(r->hs, r->pending, r->batch, poll ? 0 : ms);
+        /* The wait counts from the take's reading: none is read for it. */
+        n = cr__handle_set_wait(r->hs, r->pending, r->batch, poll ? 0 : ms, now);
         cr_mutex_lock(&r->lock);
         r->waiting = false;
         if (n < 0) {

@@ -12,6 +12,7 @@
 #include <cabrank/handle_set.h>
 
 #include "../support/support.h"
+#include "handle_set_internal.h"
 
 #include <check.h>
 #include <fcntl.h>
@@ -738,6 +739,34 @@ START_TEST(wait_retries_eintr_until_full_timeout)
 }
 END_TEST
 
+/* A caller's reading (cr__handle_set_wait's since_ns) is what a retry
+ * counts the timeout from: 1 s since a reading 990 ms old ends at the first
+ * signal (40 ms in) that makes the wait look again, not a second later. */
+START_TEST(wait_retries_eintr_until_the_callers_deadline)
+{
+    struct cr_handle_set *hs = open_set(_i);
+    struct cr_handle_event ev[4];
+    struct kicker k;
+    uint64_t start;
+    uint64_t elapsed;
+    int p[2];
+
+    install_sigusr1();
+    make_pipe(p);
+    ck_assert_int_eq(cr_handle_set_add(hs, p[0], CR_EV_READ, 0, 45), 0);
+    start_kicker(&k, 3, 40, -1);
+    start = cr_clock_now_ns();
+    ck_assert_int_eq(cr__handle_set_wait(hs, ev, 4, 1000, start - 990 * CR_NSEC_PER_MSEC), 0);
+    elapsed = cr_clock_now_ns() - start;
+    ck_assert_int_eq(pthread_join(k.thread, NULL), 0);
+    ck_assert_int_gt(sigusr1_count, 0);
+    ck_assert_uint_ge(elapsed, 40 * CR_NSEC_PER_MSEC);
+    ck_assert_uint_lt(elapsed, 900 * CR_NSEC_PER_MSEC);
+    cr_handle_set_close(hs);
+    close_pair(p);
+}
+END_TEST
+
 START_TEST(wait_reports_event_arriving_after_eintr)
 {
     struct cr_handle_set *hs = open_set(_i);
@@ -1083,6 +1112,7 @@ Suite *handle_set_suite(void)
     tcase_add_loop_test(tc, wait_returns_zero_after_full_timeout, 0, n);
     tcase_add_loop_test(tc, wait_zero_returns_at_once, 0, n);
     tcase_add_loop_test(tc, wait_retries_eintr_until_full_timeout, 0, n);
+    tcase_add_loop_test(tc, wait_retries_eintr_until_the_callers_deadline, 0, n);
     tcase_add_loop_test(tc, wait_reports_event_arriving_after_eintr, 0, n);
     tcase_add_loop_test(tc, add_negative_fd_returns_ebadf, 0, n);
     tcase_add_loop_test(tc, add_closed_fd_returns_ebadf, 0, n);
