@@ -129,9 +129,20 @@ static void count(uint64_t *c)
 
 static uint64_t hash_path(const char *s, size_t len)
 {
-    uint64_t h = UINT64_C(14695981039346656037);
+    uint64_t h = UINT64_C(14695981039346656037) ^ len;
+    size_t i = 0;
 
-    for (size_t i = 0; i < len; i++) {
+    /* FNV-1a eight bytes a step (every request hashes its path, and a byte
+     * a step made a chain of ten multiplies for "/hello.txt"); the shift
+     * carries each word's high bytes down into the bucket's low bits. */
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+
+        memcpy(&w, s + i, sizeof(w));
+        h = (h ^ w) * UINT64_C(1099511628211);
+        h ^= h >> 32;
+    }
+    for (; i < len; i++) {
         h ^= (unsigned char)s[i];
         h *= UINT64_C(1099511628211);
     }

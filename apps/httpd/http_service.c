@@ -665,8 +665,11 @@ static int serve_entry(struct cr_conn *c, struct reply *rp, const struct http_fi
         break;
     }
 out:
-    for (int i = 0; i < 3; i++)
-        free(owned[i]);
+    /* Only a conditional request owns copies: the usual one makes no call. */
+    for (int i = 0; i < 3; i++) {
+        if (owned[i] != NULL)
+            free(owned[i]);
+    }
     return err;
 }
 
