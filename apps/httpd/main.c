@@ -43,6 +43,7 @@
  * that were only slow to the other thread (README, "Deferred promotion"). */
 #define DEFAULT_PROMOTION_DELAY_US 5000
 #define UNSET_US                   UINT64_MAX
+#define UNSET_LOWAT                (CR_SERVER_NOTSENT_SYSTEM - 1) /* outside the flag's range */
 /* Clients of an HTTP server speak first: a connection is worth accepting
  * once its request arrives (a silent one waits in the kernel, not here). */
 #define DEFAULT_DEFER_ACCEPT_S 1
@@ -202,7 +203,8 @@ static const struct opts_def opt_defs[] = {
         "than BYTES of it wait unsent (TCP_NOTSENT_LOWAT): the\n"
         "kernel then sends large files in the server's own\n"
         "calls, and queues less ahead of a slow client\n"
-        "(default 65536; 0: the system's)"),
+        "(default 65536, prefork: the system's; 0: the\n"
+        "system's)"),
     NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
         "stop accepting beyond N (default 10000)"),
     NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
@@ -295,7 +297,7 @@ static void defaults(struct options *o)
     o->promotion_delay_us = UNSET_US;
     o->server.defer_accept_s = DEFAULT_DEFER_ACCEPT_S;
     o->server.send_budget = CR_SERVER_SEND_BUDGET;
-    o->server.notsent_lowat = CR_SERVER_NOTSENT_LOWAT;
+    o->server.notsent_lowat = UNSET_LOWAT;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;
     for (size_t i = 0; i < NOPTS; i++)
@@ -872,6 +874,8 @@ int main(int argc, char **argv)
         o->server.send_budget = SIZE_MAX; /* the flag's 0; the library's is the default */
     if (o->server.notsent_lowat == 0)
         o->server.notsent_lowat = CR_SERVER_NOTSENT_SYSTEM; /* likewise */
+    else if (o->server.notsent_lowat == UNSET_LOWAT)
+        o->server.notsent_lowat = 0; /* the library's, which depends on the model */
     o->server.on_usr1 = on_usr1;
     o->server.on_hup = on_hup;
     o->server.on_started = on_started;

@@ -372,9 +372,9 @@ END_TEST
 /* The TCP_NOTSENT_LOWAT a server with notsent_lowat `want` leaves on the
  * listening sockets it is given (its connections inherit it), in lo and
  * any; create's result. */
-static int lowat_pair(unsigned want, int *lo, int *any)
+static int lowat_pair(const char *model, unsigned want, int *lo, int *any)
 {
-    struct cr_server_config cfg = {.model = "reactor", .notsent_lowat = want};
+    struct cr_server_config cfg = {.model = model, .notsent_lowat = want};
     struct cr_test_svc t;
     struct cr_server *s = NULL;
     struct pair p;
@@ -394,23 +394,30 @@ static int lowat_pair(unsigned want, int *lo, int *any)
     return err;
 }
 
-/* 64 KiB unless told; the system's on request; no value beyond an int. */
+/* 64 KiB unless told (prefork: the system's); the system's on request; no
+ * value beyond an int. */
 START_TEST(listeners_get_the_notsent_lowat)
 {
     int lo = -1;
     int any = -1;
 
-    ck_assert_int_eq(lowat_pair(0, &lo, &any), 0);
+    ck_assert_int_eq(lowat_pair("reactor", 0, &lo, &any), 0);
     ck_assert_int_eq(lo, CR_SERVER_NOTSENT_LOWAT);
     ck_assert_int_eq(any, CR_SERVER_NOTSENT_LOWAT);
-    ck_assert_int_eq(lowat_pair(4096, &lo, &any), 0);
+    ck_assert_int_eq(lowat_pair("reactor", 4096, &lo, &any), 0);
     ck_assert_int_eq(lo, 4096);
     ck_assert_int_eq(any, 4096);
-    ck_assert_int_eq(lowat_pair(CR_SERVER_NOTSENT_SYSTEM, &lo, &any), 0);
+    ck_assert_int_eq(lowat_pair("reactor", CR_SERVER_NOTSENT_SYSTEM, &lo, &any), 0);
     ck_assert_int_eq(lo, 0);
     ck_assert_int_eq(any, 0);
-    ck_assert_int_eq(lowat_pair((unsigned)INT_MAX + 1, &lo, &any), -EINVAL);
+    ck_assert_int_eq(lowat_pair("reactor", (unsigned)INT_MAX + 1, &lo, &any), -EINVAL);
     ck_assert_int_eq(lo, 0);
+    /* prefork keeps the system's unless told. */
+    ck_assert_int_eq(lowat_pair("prefork", 0, &lo, &any), 0);
+    ck_assert_int_eq(lo, 0);
+    ck_assert_int_eq(any, 0);
+    ck_assert_int_eq(lowat_pair("prefork", 8192, &lo, &any), 0);
+    ck_assert_int_eq(lo, 8192);
 }
 END_TEST
 
