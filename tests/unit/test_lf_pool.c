@@ -433,34 +433,44 @@ START_TEST(deferred_promotion_handles_every_byte_once)
 }
 END_TEST
 
-/*
- * A thread back from a deferred turn takes the rest of the batch its reactor
- * fetched without rejoining (no lead and unlead between two events), and the
- * handles are still dispatched once each, one thread at a time: rounds of
- * eight handles made ready together, so most waits fetch several.
- */
-START_TEST(deferred_leader_takes_the_fetched_batch_without_rejoining)
+enum { BATCH_CHANS = 8, BATCH_ROUNDS = 50 };
+
+/* Rounds of BATCH_CHANS handles of `mode` made ready together on a deferring
+ * pool of two threads, so most waits fetch several; returns the pool's
+ * retakes, with the pool stopped and checked clean (x and r still to free). */
+static uint64_t run_batches(struct ctx *x, struct cr_reactor *r, enum mode mode, const char *order)
 {
-    enum { NCHANS = 8, ROUNDS = 50 };
-    struct ctx *x = calloc(1, sizeof(*x));
-    struct cr_reactor *r = make_reactor();
     uint64_t retakes;
 
-    for (int i = 0; i < NCHANS; i++)
-        add_chan(x, r, MODE_COUNT);
-    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY_US);
+    for (int i = 0; i < BATCH_CHANS; i++)
+        add_chan(x, r, mode);
+    x->p = make_deferred_pool(&r, 1, 2, order, DELAY_US);
     ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
-    for (int k = 1; k <= ROUNDS; k++) {
-        for (int i = 0; i < NCHANS; i++)
+    for (int k = 1; k <= BATCH_ROUNDS; k++) {
+        for (int i = 0; i < BATCH_CHANS; i++)
             poke(&x->chans[i]);
-        ck_assert(wait_count(&x->total, (uint64_t)k * NCHANS));
+        ck_assert(wait_count(&x->total, (uint64_t)k * BATCH_CHANS));
     }
     retakes = cr__lf_pool_retakes(x->p);
     stop_and_join(x->p);
     check_clean(x);
-    for (int i = 0; i < NCHANS; i++)
-        ck_assert_uint_eq(load_u64(&x->chans[i].handled), ROUNDS);
-    ck_assert_msg(retakes > 0 && retakes < (uint64_t)ROUNDS * NCHANS, "%s: %llu retakes",
+    return retakes;
+}
+
+/*
+ * A thread back from a deferred turn takes the rest of the batch its reactor
+ * fetched without rejoining (no lead and unlead between two events), and the
+ * handles are still dispatched once each, one thread at a time.
+ */
+START_TEST(deferred_leader_takes_the_fetched_batch_without_rejoining)
+{
+    struct ctx *x = calloc(1, sizeof(*x));
+    struct cr_reactor *r = make_reactor();
+    uint64_t retakes = run_batches(x, r, MODE_COUNT, deferring[_i]);
+
+    for (int i = 0; i < BATCH_CHANS; i++)
+        ck_assert_uint_eq(load_u64(&x->chans[i].handled), BATCH_ROUNDS);
+    ck_assert_msg(retakes > 0 && retakes < (uint64_t)BATCH_ROUNDS * BATCH_CHANS, "%s: %llu retakes",
                   deferring[_i], (unsigned long long)retakes);
     destroy_all(x, r);
 }
@@ -474,23 +484,10 @@ END_TEST
  */
 START_TEST(deferred_leader_takes_at_the_reading_its_handler_lent)
 {
-    enum { NCHANS = 8, ROUNDS = 50 };
     struct ctx *x = calloc(1, sizeof(*x));
     struct cr_reactor *r = make_reactor();
-    uint64_t retakes;
+    uint64_t retakes = run_batches(x, r, MODE_LEND, deferring[_i]);
 
-    for (int i = 0; i < NCHANS; i++)
-        add_chan(x, r, MODE_LEND);
-    x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY_US);
-    ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
-    for (int k = 1; k <= ROUNDS; k++) {
-        for (int i = 0; i < NCHANS; i++)
-            poke(&x->chans[i]);
-        ck_assert(wait_count(&x->total, (uint64_t)k * NCHANS));
-    }
-    retakes = cr__lf_pool_retakes(x->p);
-    stop_and_join(x->p);
-    check_clean(x);
     ck_assert_uint_gt(retakes, 0);
     ck_assert_uint_ge(load_u64(&x->lent_used), retakes);
     ck_assert_uint_eq(load_u64(&x->time_back), 0);

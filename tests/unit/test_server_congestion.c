@@ -67,6 +67,25 @@ static void congestion_of(int fd, char *name, socklen_t size)
 /* Creates a server with loopback_congestion lc and tcp_congestion tc over
  * the pair, destroys it, and leaves each listener's congestion control in
  * lo and any. Returns cr_server_create's result. */
+/* Opens p and creates (then destroys) a server of cfg over it, which tunes
+ * the pair's sockets for their connections; create's result. The caller
+ * reads the options back and closes p. */
+static int create_over_pair(struct cr_server_config *cfg, struct pair *p)
+{
+    struct cr_test_svc t;
+    struct cr_server *s = NULL;
+    int err;
+
+    open_pair(p);
+    cfg->listen_fds[0] = p->loopback;
+    cfg->listen_fds[1] = p->wildcard;
+    ck_assert_int_eq(cr_test_line_init(&t), 0);
+    err = cr_server_create(&s, cfg, &t.svc);
+    cr_server_destroy(s);
+    cr_test_svc_fini(&t);
+    return err;
+}
+
 static int tune_pair(const char *lc, const char *tc, char *lo, char *any)
 {
     struct cr_server_config cfg = {
@@ -74,18 +93,9 @@ static int tune_pair(const char *lc, const char *tc, char *lo, char *any)
         .loopback_congestion = lc,
         .tcp_congestion = tc,
     };
-    struct cr_test_svc t;
-    struct cr_server *s = NULL;
     struct pair p;
-    int err;
+    int err = create_over_pair(&cfg, &p);
 
-    open_pair(&p);
-    cfg.listen_fds[0] = p.loopback;
-    cfg.listen_fds[1] = p.wildcard;
-    ck_assert_int_eq(cr_test_line_init(&t), 0);
-    err = cr_server_create(&s, &cfg, &t.svc);
-    cr_server_destroy(s);
-    cr_test_svc_fini(&t);
     congestion_of(p.loopback, lo, 32);
     congestion_of(p.wildcard, any, 32);
     close_pair(&p);
@@ -375,19 +385,10 @@ END_TEST
 static int lowat_pair(const char *model, unsigned want, int *lo, int *any)
 {
     struct cr_server_config cfg = {.model = model, .notsent_lowat = want};
-    struct cr_test_svc t;
-    struct cr_server *s = NULL;
     struct pair p;
     socklen_t len = sizeof(int);
-    int err;
+    int err = create_over_pair(&cfg, &p);
 
-    open_pair(&p);
-    cfg.listen_fds[0] = p.loopback;
-    cfg.listen_fds[1] = p.wildcard;
-    ck_assert_int_eq(cr_test_line_init(&t), 0);
-    err = cr_server_create(&s, &cfg, &t.svc);
-    cr_server_destroy(s);
-    cr_test_svc_fini(&t);
     ck_assert_int_eq(getsockopt(p.loopback, IPPROTO_TCP, TCP_NOTSENT_LOWAT, lo, &len), 0);
     ck_assert_int_eq(getsockopt(p.wildcard, IPPROTO_TCP, TCP_NOTSENT_LOWAT, any, &len), 0);
     close_pair(&p);
