@@ -48,7 +48,8 @@
 #define PIPE_CHUNK (64u * 1024u)
 #define MAX_PIPES  16
 
-/* struct cr_aop.estate of a sendfile: its next step polls the socket. */
+/* struct cr_aop.estate of a send, sendv or sendfile: its next step polls
+ * the socket. */
 #define SF_POLL 1
 
 struct uring {
@@ -160,6 +161,16 @@ static void put_pipe(struct uring *u, struct cr_aop *op)
     op->inpipe = 0;
 }
 
+/* The step of a send the socket had no room for: wait until it takes more.
+ * Caller holds sq_lock, with room reserved. */
+static struct io_uring_sqe *poll_out(struct uring *u, struct cr_aop *op)
+{
+    struct io_uring_sqe *sqe = sqe_for(u, ud_of(op, UD_MAIN));
+
+    io_uring_prep_poll_add(sqe, op->fd, POLLOUT);
+    return sqe;
+}
+
 /* Queues op's next step (its first, or the rest of a partial send). Returns
  * 0 or -errno (nothing queued). Caller holds sq_lock. */
 static int queue_step(struct uring *u, struct cr_aop *op)
@@ -183,11 +194,19 @@ static int queue_step(struct uring *u, struct cr_aop *op)
         io_uring_prep_recv(sqe, op->fd, op->buf, op->len, 0);
         break;
     case CR__AOP_SEND:
+        if (op->estate == SF_POLL) {
+            sqe = poll_out(u, op);
+            break;
+        }
         sqe = sqe_for(u, ud_of(op, UD_MAIN));
         io_uring_prep_send(sqe, op->fd, (char *)op->buf + op->done, op->len - op->done,
                            MSG_NOSIGNAL);
         break;
     case CR__AOP_SENDV:
+        if (op->estate == SF_POLL) {
+            sqe = poll_out(u, op);
+            break;
+        }
         memset(&op->msg, 0, sizeof(op->msg));
         op->msg.msg_iov = &op->iov[op->iovpos];
         op->msg.msg_iovlen = (size_t)(op->iovcnt - op->iovpos);
@@ -201,9 +220,7 @@ static int queue_step(struct uring *u, struct cr_aop *op)
         if (err < 0)
             return err;
         if (op->estate == SF_POLL) {
-            /* The socket was full: wait until it takes more. */
-            sqe = sqe_for(u, ud_of(op, UD_MAIN));
-            io_uring_prep_poll_add(sqe, op->fd, POLLOUT);
+            sqe = poll_out(u, op);
             break;
         }
         if (op->inpipe == 0) {
@@ -375,6 +392,21 @@ static bool on_main(struct uring *u, struct cr_aop *op, ssize_t res, unsigned cq
         return deliver(c, op, res, CR_AOP_MORE);
     case CR__AOP_SEND:
     case CR__AOP_SENDV:
+        if (op->estate == SF_POLL) {
+            op->estate = 0;
+            if (res < 0)
+                return deliver(c, op, result_of(op, res), 0);
+            err = resubmit(u, op);
+            return err < 0 ? deliver(c, op, err, 0) : false;
+        }
+        if (res == -EAGAIN) {
+            /* The socket is non-blocking, so a send it has no room for
+             * (TCP_NOTSENT_LOWAT reached, or its buffer full) fails at once
+             * rather than wait: a poll step waits, then the send resumes. */
+            op->estate = SF_POLL;
+            err = resubmit(u, op);
+            return err < 0 ? deliver(c, op, err, 0) : false;
+        }
         if (res <= 0 && op->len > 0)
             return deliver(c, op, res < 0 ? result_of(op, res) : -EIO, 0);
         if (res < 0 || sent(op, res))

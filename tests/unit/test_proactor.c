@@ -27,6 +27,7 @@
 #include <check.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -371,7 +372,11 @@ static void small_buffers(int fds[2])
 
 enum big_kind { BIG_SEND, BIG_SENDV, BIG_SENDFILE };
 
-static void big_send(int i, enum big_kind kind)
+/* Sends len bytes from the sender of a pair, with TCP_NOTSENT_LOWAT lowat on
+ * it unless 0, to a reader that starts late (and, half_closed, has shut its
+ * sending side down first, as a client that sent all its requests may);
+ * checks every byte arrived. */
+static void big_send_lowat(int i, enum big_kind kind, int lowat, bool half_closed)
 {
     struct cr_proactor *p = open_case(i);
     const size_t len = (2u << 20) + 4321; /* past any socket and pipe buffer */
@@ -387,6 +392,11 @@ static void big_send(int i, enum big_kind kind)
         return;
     make_pair(fds);
     small_buffers(fds);
+    if (lowat != 0)
+        ck_assert_int_eq(setsockopt(fds[1], IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat)),
+                         0);
+    if (half_closed)
+        ck_assert_int_eq(shutdown(fds[0], SHUT_WR), 0);
     data = pattern(len + 777, (unsigned)kind);
     rd.fd = fds[0];
     rd.len = len;
@@ -435,9 +445,29 @@ static void big_send(int i, enum big_kind kind)
     free(data);
 }
 
+static void big_send(int i, enum big_kind kind)
+{
+    big_send_lowat(i, kind, 0, false);
+}
+
 START_TEST(partial_send_is_resumed_to_a_slow_reader)
 {
     big_send(_i, BIG_SEND);
+}
+END_TEST
+
+/* A non-blocking socket whose peer has shut its side down, holding its
+ * TCP_NOTSENT_LOWAT unsent, has io_uring complete a send with -EAGAIN
+ * instead of waiting for room (cabrank-httpd's sockets carry the mark, and
+ * a client may half-close after its last request): each kind of send polls
+ * for room and resumes. Without the mark, and without the half-close, the
+ * kernel waits. */
+START_TEST(sends_resume_past_the_notsent_mark)
+{
+    big_send_lowat(_i, BIG_SEND, 8192, true);
+    big_send_lowat(_i, BIG_SENDV, 8192, true);
+    big_send_lowat(_i, BIG_SENDFILE, 8192, true);
+    big_send_lowat(_i, BIG_SEND, 8192, false);
 }
 END_TEST
 
@@ -980,6 +1010,7 @@ Suite *proactor_suite(void)
     tcase_add_loop_test(tc, partial_send_is_resumed_to_a_slow_reader, 0, NCASES);
     tcase_add_loop_test(tc, sendv_sends_every_iovec_resumed, 0, NCASES);
     tcase_add_loop_test(tc, sendfile_sends_a_file_bigger_than_the_pipe, 0, NCASES);
+    tcase_add_loop_test(tc, sends_resume_past_the_notsent_mark, 0, NCASES);
     tcase_add_loop_test(tc, connect_reaches_a_listener_and_is_refused_by_a_closed_port, 0, NCASES);
     tcase_add_loop_test(tc, recv_with_nothing_arriving_times_out_and_timers_expire, 0, NCASES);
     tcase_add_loop_test(tc, cancel_completes_with_ecanceled_once_even_racing_a_completion, 0,

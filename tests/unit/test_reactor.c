@@ -942,6 +942,7 @@ struct lend {
 static void lend_handler(struct cr_reactor *r, int fd, unsigned events, void *arg)
 {
     struct lend *l = arg;
+    struct event_time nested = {.r = r}; /* lives until the nested dispatch is done */
     char c;
 
     (void)events;
@@ -950,7 +951,7 @@ static void lend_handler(struct cr_reactor *r, int fd, unsigned events, void *ar
     ck_assert_uint_ne(l->lent, 0);
     if (l->nest_after) {
         ck_assert_int_eq(cr_reactor_add(r, l->nested_pipe[0], CR_EV_READ, CR_REACTOR_ONESHOT,
-                                        inner_handler, &(struct event_time){.r = r}),
+                                        inner_handler, &nested),
                          0);
         ck_assert_int_eq(write(l->nested_pipe[1], "y", 1), 1);
         ck_assert_int_eq(cr_reactor_handle_events(r, 1000, CR_REACTOR_ONE), 1);
