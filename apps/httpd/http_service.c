@@ -547,7 +547,8 @@ static int queue_multipart(struct cr_conn *c, struct reply *rp, const struct htt
 /* Whether req has none of the fields that can change the answer for f: validators,
  * Range, and Accept-Encoding where a ".gz" exists. Then the answer is a 200 with the
  * whole identity variant (If-Range without Range is ignored), decided without the
- * plan: most requests, and the plan's zeroed range table alone is some 300 bytes. */
+ * plan: most requests, and gathering the fields for the plan and running it was 187
+ * instructions of wrk's request (bench/httpd_instructions.sh with and without). */
 static bool is_unconditional(const struct http_request *req, const struct http_file *f)
 {
     return req->if_none_match == NULL && req->if_match == NULL && req->if_modified_since == NULL &&
