@@ -50,7 +50,7 @@
 
 /* struct cr_aop.estate of a send, sendv or sendfile: its next step polls
  * the socket. */
-#define SF_POLL 1
+#define SEND_POLL 1
 
 struct uring {
     struct io_uring ring;
@@ -161,16 +161,6 @@ static void put_pipe(struct uring *u, struct cr_aop *op)
     op->inpipe = 0;
 }
 
-/* The step of a send the socket had no room for: wait until it takes more.
- * Caller holds sq_lock, with room reserved. */
-static struct io_uring_sqe *poll_out(struct uring *u, struct cr_aop *op)
-{
-    struct io_uring_sqe *sqe = sqe_for(u, ud_of(op, UD_MAIN));
-
-    io_uring_prep_poll_add(sqe, op->fd, POLLOUT);
-    return sqe;
-}
-
 /* Queues op's next step (its first, or the rest of a partial send). Returns
  * 0 or -errno (nothing queued). Caller holds sq_lock. */
 static int queue_step(struct uring *u, struct cr_aop *op)
@@ -181,6 +171,14 @@ static int queue_step(struct uring *u, struct cr_aop *op)
     err = reserve(u, 3);
     if (err < 0)
         return err;
+    if (op->estate == SEND_POLL) {
+        /* A send, sendv or sendfile the socket had no room for: wait until
+         * it takes more (a sendfile keeps its pipe meanwhile). */
+        sqe = sqe_for(u, ud_of(op, UD_MAIN));
+        io_uring_prep_poll_add(sqe, op->fd, POLLOUT);
+        link_timeout(u, op, sqe);
+        return 0;
+    }
     switch (op->kind) {
     case CR__AOP_ACCEPT:
         sqe = sqe_for(u, ud_of(op, UD_MAIN));
@@ -194,19 +192,11 @@ static int queue_step(struct uring *u, struct cr_aop *op)
         io_uring_prep_recv(sqe, op->fd, op->buf, op->len, 0);
         break;
     case CR__AOP_SEND:
-        if (op->estate == SF_POLL) {
-            sqe = poll_out(u, op);
-            break;
-        }
         sqe = sqe_for(u, ud_of(op, UD_MAIN));
         io_uring_prep_send(sqe, op->fd, (char *)op->buf + op->done, op->len - op->done,
                            MSG_NOSIGNAL);
         break;
     case CR__AOP_SENDV:
-        if (op->estate == SF_POLL) {
-            sqe = poll_out(u, op);
-            break;
-        }
         memset(&op->msg, 0, sizeof(op->msg));
         op->msg.msg_iov = &op->iov[op->iovpos];
         op->msg.msg_iovlen = (size_t)(op->iovcnt - op->iovpos);
@@ -219,10 +209,6 @@ static int queue_step(struct uring *u, struct cr_aop *op)
         err = get_pipe(u, op);
         if (err < 0)
             return err;
-        if (op->estate == SF_POLL) {
-            sqe = poll_out(u, op);
-            break;
-        }
         if (op->inpipe == 0) {
             /* File -> pipe, then (linked) pipe -> socket. A short first half
              * breaks the link: the second completes -ECANCELED and the
@@ -392,7 +378,7 @@ static bool on_main(struct uring *u, struct cr_aop *op, ssize_t res, unsigned cq
         return deliver(c, op, res, CR_AOP_MORE);
     case CR__AOP_SEND:
     case CR__AOP_SENDV:
-        if (op->estate == SF_POLL) {
+        if (op->estate == SEND_POLL) {
             op->estate = 0;
             if (res < 0)
                 return deliver(c, op, result_of(op, res), 0);
@@ -400,10 +386,12 @@ static bool on_main(struct uring *u, struct cr_aop *op, ssize_t res, unsigned cq
             return err < 0 ? deliver(c, op, err, 0) : false;
         }
         if (res == -EAGAIN) {
-            /* The socket is non-blocking, so a send it has no room for
-             * (TCP_NOTSENT_LOWAT reached, or its buffer full) fails at once
-             * rather than wait: a poll step waits, then the send resumes. */
-            op->estate = SF_POLL;
+            /* The socket is non-blocking, and io_uring completes a send it
+             * has no room for so instead of waiting in some states (seen: at
+             * its TCP_NOTSENT_LOWAT with the peer half-closed,
+             * sends_resume_past_the_notsent_mark): a poll step waits, then
+             * the send resumes. */
+            op->estate = SEND_POLL;
             err = resubmit(u, op);
             return err < 0 ? deliver(c, op, err, 0) : false;
         }
@@ -414,7 +402,7 @@ static bool on_main(struct uring *u, struct cr_aop *op, ssize_t res, unsigned cq
         err = resubmit(u, op);
         return err < 0 ? deliver(c, op, err, 0) : false;
     case CR__AOP_SENDFILE:
-        if (op->estate == SF_POLL) {
+        if (op->estate == SEND_POLL) {
             op->estate = 0;
             if (res < 0) {
                 put_pipe(u, op);
@@ -423,7 +411,7 @@ static bool on_main(struct uring *u, struct cr_aop *op, ssize_t res, unsigned cq
         } else if (res == -EAGAIN) {
             /* A splice into a non-blocking socket does not wait for room;
              * a poll step does. */
-            op->estate = SF_POLL;
+            op->estate = SEND_POLL;
         } else if (res > 0) {
             if (sent(op, res)) {
                 put_pipe(u, op);
