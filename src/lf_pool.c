@@ -1182,8 +1182,9 @@ static void unlead(struct cr_lf_pool *p, struct lf_slot *s, unsigned r,
  * waits again; when the frame ends gives the leadership up and returns why.
  * led_at: when s became LEADER (a cr_clock_now_ns() reading the first take
  * reuses), or 0 for a thread still PROCESSING (stamp_leader): that one first
- * takes what is there without waiting, and becomes LEADER, at the same
- * clock reading, only if it must wait. One reading per event either way.
+ * takes what is there without waiting, at the reading its last handler lent
+ * (cr_clock_end_ns) if it lent one, and becomes LEADER, at the same reading,
+ * only if it must wait. At most one reading per event, none when lent.
  */
 static int lead(struct cr_lf_pool *p, struct lf_slot *s, const struct frame *f, unsigned r,
                 uint64_t led_at)
