@@ -192,6 +192,23 @@ static void fill_variant(struct http_file_variant *v, int fd, const struct stat 
     v->content = NULL;
 }
 
+static void fill_ok_fields(struct http_file *f)
+{
+    struct httpd_out o = {.p = f->ok_fields, .end = f->ok_fields + sizeof(f->ok_fields) - 1};
+
+    HTTPD_OUT_LIT(&o, "\r\nContent-Type: ");
+    httpd_out_put(&o, f->mime, f->mime_len);
+    HTTPD_OUT_LIT(&o, "\r\nContent-Length: ");
+    httpd_out_u64(&o, f->identity.size);
+    httpd_out_put(&o, f->identity.validator_fields, f->identity.validator_fields_len);
+    HTTPD_OUT_LIT(&o, "\r\nAccept-Ranges: bytes");
+    if (f->has_gz)
+        HTTPD_OUT_LIT(&o, "\r\nVary: Accept-Encoding");
+    /* Cut short (o stops at end): not used. */
+    f->ok_fields_len = o.p < o.end ? (size_t)(o.p - f->ok_fields) : 0;
+    f->ok_fields[f->ok_fields_len] = '\0';
+}
+
 static void free_entry(struct fc_entry *e)
 {
     if (e->pub.identity.fd >= 0)
@@ -363,6 +380,7 @@ static int open_entry(struct http_file_cache *fc, struct fc_shard *sh, const cha
         e->pub.mime = HTTP_MIME_DEFAULT;
         e->pub.mime_len = strlen(HTTP_MIME_DEFAULT);
     }
+    fill_ok_fields(&e->pub);
     e->nfds = gfd >= 0 ? 2 : 1;
     e->charged = isize + gsize;
     e->refs = 1;

@@ -371,12 +371,15 @@ static bool is_valid_host(const unsigned char *s, size_t n)
             return false;
         i++;
     } else {
-        for (; i < n && s[i] != ':'; i++) {
-            if ((char_class[s[i]] & CH_REGNAME) != 0)
-                continue;
-            if (s[i] != '%' || n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
+        /* A run of reg-name bytes (':' is none), then a pct-encoded byte or the end. */
+        for (;;) {
+            while (i < n && (char_class[s[i]] & CH_REGNAME) != 0)
+                i++;
+            if (i == n || s[i] != '%')
+                break;
+            if (n - i < 3 || !is_hex(s[i + 1]) || !is_hex(s[i + 2]))
                 return false;
-            i += 2;
+            i += 3;
         }
     }
     if (i == n)
@@ -469,6 +472,25 @@ static void set_first(const struct http_header **slot, const struct http_header 
         *slot = h;
 }
 
+/*
+ * Whether the name n, of the literal's length and all tchars, is the lowercase literal in any
+ * case. Setting bit 5 lowers an ASCII capital and keeps a lowercase letter or '-'; the only
+ * other byte it takes there is CR (to '-'), never a tchar. Four instructions a byte where
+ * equals_nocase spends twenty on its two to_lower() and NUL test.
+ */
+static inline bool is_name(const char *n, const char *lit, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (((unsigned char)n[i] | 0x20) != (unsigned char)lit[i])
+            return false;
+    }
+    return true;
+}
+
+/* take_field's n (of length len) against a literal; the length test folds away under
+ * the case that matched it. */
+#define NAME_IS(lit) (len == sizeof(lit) - 1 && is_name(n, (lit), sizeof(lit) - 1))
+
 /* What one complete field line means. 0 or a status. */
 static int take_field(struct http_request *req, const struct http_header *h, struct seen *s)
 {
@@ -477,7 +499,7 @@ static int take_field(struct http_request *req, const struct http_header *h, str
 
     switch (len) {
     case 4:
-        if (equals_nocase(n, len, "host")) {
+        if (NAME_IS("host")) {
             if (s->hosts++ > 0 || !is_valid_host((const unsigned char *)h->value, h->value_len))
                 return 400;
             req->host = h->value;
@@ -485,31 +507,31 @@ static int take_field(struct http_request *req, const struct http_header *h, str
         }
         break;
     case 5:
-        if (equals_nocase(n, len, "range"))
+        if (NAME_IS("range"))
             return set_singleton(&req->range, h);
         break;
     case 7:
-        if (equals_nocase(n, len, "referer"))
+        if (NAME_IS("referer"))
             set_first(&req->referer, h);
         break;
     case 8:
-        if (equals_nocase(n, len, "if-match"))
+        if (NAME_IS("if-match"))
             set_first(&req->if_match, h);
-        else if (equals_nocase(n, len, "if-range"))
+        else if (NAME_IS("if-range"))
             return set_singleton(&req->if_range, h);
         break;
     case 10:
-        if (equals_nocase(n, len, "connection"))
+        if (NAME_IS("connection"))
             for_each_element(h->value, h->value_len, note_connection_option, s);
-        else if (equals_nocase(n, len, "user-agent"))
+        else if (NAME_IS("user-agent"))
             set_first(&req->user_agent, h);
         break;
     case 13:
-        if (equals_nocase(n, len, "if-none-match"))
+        if (NAME_IS("if-none-match"))
             set_first(&req->if_none_match, h);
         break;
     case 14:
-        if (equals_nocase(n, len, "content-length")) {
+        if (NAME_IS("content-length")) {
             /* A second line is 400 even when it repeats the value (see the header). */
             if (s->content_length ||
                 !parse_content_length(h->value, h->value_len, &req->content_length))
@@ -518,19 +540,19 @@ static int take_field(struct http_request *req, const struct http_header *h, str
         }
         break;
     case 15:
-        if (equals_nocase(n, len, "accept-encoding"))
+        if (NAME_IS("accept-encoding"))
             set_first(&req->accept_encoding, h);
         break;
     case 17:
-        if (equals_nocase(n, len, "transfer-encoding")) {
+        if (NAME_IS("transfer-encoding")) {
             s->transfer_encoding = true;
             for_each_element(h->value, h->value_len, note_coding, s);
-        } else if (equals_nocase(n, len, "if-modified-since")) {
+        } else if (NAME_IS("if-modified-since")) {
             return set_singleton(&req->if_modified_since, h);
         }
         break;
     case 19:
-        if (equals_nocase(n, len, "if-unmodified-since"))
+        if (NAME_IS("if-unmodified-since"))
             return set_singleton(&req->if_unmodified_since, h);
         break;
     default:

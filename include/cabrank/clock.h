@@ -41,6 +41,16 @@ uint64_t cr_clock_end_ns(void);
 /* Wall-clock time in nanoseconds since the Unix epoch. Thread-safe. */
 uint64_t cr_clock_wall_ns(void);
 
+/*
+ * The wall-clock second (since the Unix epoch) of cr_clock_event_ns(), for
+ * stamps of one-second resolution: an HTTP Date, a log line's time. Derived
+ * from the event's monotonic reading by an offset the calling thread reads
+ * afresh once its event time leaves the wall-clock second it was read in, so
+ * a busy thread reads the wall clock once a second rather than once a stamp,
+ * and a step of the wall clock shows within a second. Thread-safe.
+ */
+int64_t cr_clock_event_wall_sec(void);
+
 /* CPU time consumed by the calling thread, in nanoseconds. Thread-safe. */
 uint64_t cr_clock_thread_cpu_ns(void);
 

@@ -78,6 +78,28 @@ uint64_t cr_clock_wall_ns(void)
     return read_clock(CLOCK_REALTIME);
 }
 
+/* The calling thread's wall-clock offset (wall minus monotonic, ns), and the
+ * monotonic span [from, until) of the wall-clock second it was read in. */
+static _Thread_local int64_t tl_wall_offset;
+static _Thread_local uint64_t tl_wall_from;
+static _Thread_local uint64_t tl_wall_until;
+
+int64_t cr_clock_event_wall_sec(void)
+{
+    uint64_t at = cr_clock_event_ns();
+
+    if (at < tl_wall_from || at >= tl_wall_until) {
+        uint64_t mono = cr_clock_now_ns();
+        uint64_t wall = cr_clock_wall_ns();
+        uint64_t into = wall % CR_NSEC_PER_SEC;
+
+        tl_wall_offset = (int64_t)(wall - mono);
+        tl_wall_from = mono > into ? mono - into : 0;
+        tl_wall_until = mono + (CR_NSEC_PER_SEC - into);
+    }
+    return ((int64_t)at + tl_wall_offset) / (int64_t)CR_NSEC_PER_SEC;
+}
+
 uint64_t cr_clock_thread_cpu_ns(void)
 {
     return read_clock(CLOCK_THREAD_CPUTIME_ID);

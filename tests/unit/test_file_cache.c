@@ -289,6 +289,64 @@ START_TEST(validator_fields_are_the_head_fields_without_a_missing_date)
 }
 END_TEST
 
+/*
+ * The fields of a 200 answer with the whole file are formatted once per entry,
+ * in the order the head writes them: Vary only where a ".gz" exists, and room
+ * for the longest type a mime.types file can give (127 bytes and a charset).
+ */
+START_TEST(ok_fields_are_a_whole_200_head_between_date_and_connection)
+{
+    char types[sizeof(tmpdir) + 16];
+    char longtype[128];
+    char want[HTTP_OK_FIELDS_MAX + 64];
+    struct http_mime *mime;
+    struct http_file_cache *fc;
+    const struct http_file *f;
+    FILE *fp;
+
+    memcpy(longtype, "text/", 5);
+    memset(longtype + 5, 'x', 122);
+    longtype[127] = '\0';
+    snprintf(types, sizeof(types), "%s/mime.types", tmpdir);
+    fp = fopen(types, "w");
+    ck_assert_ptr_nonnull(fp);
+    fprintf(fp, "%s long\n", longtype);
+    ck_assert_int_eq(fclose(fp), 0);
+    put_str("a.long", "0123456789abcdef");
+    ck_assert_int_eq(http_mime_create(&mime, types), 0);
+    fc = new_cache((struct http_file_cache_config){.mime = mime, .gzip_static = true});
+
+    f = get(fc, "/app.js");
+    snprintf(want, sizeof(want),
+             "\r\nContent-Type: text/javascript; charset=utf-8\r\nContent-Length: 10%s"
+             "\r\nAccept-Ranges: bytes\r\nVary: Accept-Encoding",
+             f->identity.validator_fields);
+    ck_assert_str_eq(f->ok_fields, want);
+    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
+    http_file_cache_release((void *)f);
+
+    f = get(fc, "/a.txt");
+    snprintf(want, sizeof(want),
+             "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5%s"
+             "\r\nAccept-Ranges: bytes",
+             f->identity.validator_fields);
+    ck_assert_str_eq(f->ok_fields, want);
+    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
+    http_file_cache_release((void *)f);
+
+    f = get(fc, "/a.long");
+    ck_assert_uint_eq(f->mime_len, 127 + strlen("; charset=utf-8"));
+    snprintf(want, sizeof(want),
+             "\r\nContent-Type: %s\r\nContent-Length: 16%s\r\nAccept-Ranges: bytes", f->mime,
+             f->identity.validator_fields);
+    ck_assert_str_eq(f->ok_fields, want);
+    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
+    http_file_cache_release((void *)f);
+    http_file_cache_destroy(fc);
+    http_mime_destroy(mime);
+}
+END_TEST
+
 START_TEST(revalidates_after_the_interval_and_reopens_changed_files)
 {
     struct http_file_cache *fc = new_cache((struct http_file_cache_config){.revalidate_ms = 1});
@@ -875,6 +933,7 @@ Suite *file_cache_suite(void)
     tcase_add_test(tc, hit_costs_no_open_and_no_stat);
     tcase_add_test(tc, gz_sibling_is_kept_with_its_own_validators);
     tcase_add_test(tc, validator_fields_are_the_head_fields_without_a_missing_date);
+    tcase_add_test(tc, ok_fields_are_a_whole_200_head_between_date_and_connection);
     tcase_add_test(tc, revalidates_after_the_interval_and_reopens_changed_files);
     tcase_add_test(tc, within_the_interval_a_change_is_not_seen);
     tcase_add_test(tc, deleted_file_is_dropped_and_a_new_gz_is_noticed);
