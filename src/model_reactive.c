@@ -91,7 +91,7 @@ struct cr__reactive_conn {
      * the decrement, so the thread that frees sees every other's writes. */
     unsigned refs;
 
-    struct cr_mutex lock;
+    struct cr_lock lock;
     /* Protected by lock. */
     bool busy;         /* a handler runs */
     bool idle;         /* nothing in flight after the last handler */
@@ -122,7 +122,7 @@ struct cr__reactive {
     /* Atomic: stopped() was called (exchange, so once). */
     int stop_done;
 
-    struct cr_mutex lock;
+    struct cr_lock lock;
     /* Protected by lock. */
     struct cr__reactive_conn *conns; /* open connections */
     unsigned live;
@@ -150,7 +150,7 @@ static void rconn_put(struct cr__reactive_conn *rc)
 {
     if (__atomic_sub_fetch(&rc->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
-    cr_mutex_fini(&rc->lock);
+    cr_lock_fini(&rc->lock);
     free(rc);
 }
 
@@ -164,7 +164,7 @@ static void finish_stop(struct cr__reactive *rs)
 /* Pauses or resumes every acceptor. Caller holds rs->lock. */
 static void set_accepting(struct cr__reactive *rs, bool on)
 {
-    cr_mutex_assert_held(&rs->lock);
+    cr_lock_assert_held(&rs->lock);
     for (unsigned i = 0; i < rs->nslots; i++) {
         if (on)
             cr_acceptor_resume(rs->slots[i].a);
@@ -184,7 +184,7 @@ static void arm_timer(struct cr__reactive_conn *rc, uint64_t now)
     uint64_t id;
     int err;
 
-    cr_mutex_assert_held(&rc->lock);
+    cr_lock_assert_held(&rc->lock);
     if (rc->deadline > now)
         delay_ms = (rc->deadline - now + CR_NSEC_PER_MSEC - 1) / CR_NSEC_PER_MSEC;
     rconn_get(rc);
@@ -203,7 +203,7 @@ static void arm_timer(struct cr__reactive_conn *rc, uint64_t now)
  * rc->lock. */
 static void expire(struct cr__reactive_conn *rc)
 {
-    cr_mutex_assert_held(&rc->lock);
+    cr_lock_assert_held(&rc->lock);
     if (rc->expired || rc->closed)
         return;
     rc->expired = true;
@@ -224,7 +224,7 @@ static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
     struct cr__reactive_conn *rc = arg;
 
     CR_UNUSED(r);
-    cr_mutex_lock(&rc->lock);
+    cr_lock_lock(&rc->lock);
     /* A replaced or cancelled timer may still be dispatched once taken. */
     if (rc->timer_id == timer_id && !rc->closed) {
         rc->timer_id = 0;
@@ -243,7 +243,7 @@ static void on_conn_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
             }
         }
     }
-    cr_mutex_unlock(&rc->lock);
+    cr_lock_unlock(&rc->lock);
     rconn_put(rc);
 }
 
@@ -257,11 +257,11 @@ static void close_conn(struct cr__reactive_conn *rc)
     uint64_t timer;
     int err;
 
-    cr_mutex_lock(&rc->lock);
+    cr_lock_lock(&rc->lock);
     rc->closed = true;
     timer = rc->timer_id;
     rc->timer_id = 0;
-    cr_mutex_unlock(&rc->lock);
+    cr_lock_unlock(&rc->lock);
     /* -ENOENT: taken for dispatch; on_conn_timer drops its reference. */
     if (timer != 0 && cr_reactor_timer_cancel(rc->r, timer) == 0)
         rconn_put(rc); /* not the last: the list still holds one */
@@ -270,7 +270,7 @@ static void close_conn(struct cr__reactive_conn *rc)
         CR_LOG(CR_LOG_WARN, "removing connection fd %d: %s", rc->fd, strerror(-err));
     cr__conn_destroy(rc->conn);
 
-    cr_mutex_lock(&rs->lock);
+    cr_lock_lock(&rs->lock);
     if (rc->prev != NULL)
         rc->prev->next = rc->next;
     else
@@ -284,7 +284,7 @@ static void close_conn(struct cr__reactive_conn *rc)
         rs->limit_paused = false;
         set_accepting(rs, true);
     }
-    cr_mutex_unlock(&rs->lock);
+    cr_lock_unlock(&rs->lock);
     /* Relaxed: a statistic (cr_server_stats reads it relaxed). */
     __atomic_fetch_sub(rs->env->open_connections, 1, __ATOMIC_RELAXED);
     rconn_put(rc);
@@ -303,7 +303,7 @@ static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
     bool idle = next == CR__CONN_READ && cr__conn_is_idle(rc->conn);
     int err;
 
-    cr_mutex_lock(&rc->lock);
+    cr_lock_lock(&rc->lock);
     rc->busy = false;
     rc->idle = idle;
     rc->wait_for = next == CR__CONN_WRITE ? POLLOUT : POLLIN;
@@ -311,7 +311,7 @@ static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
     /* stopping is read under rc->lock: either cr__reactive_stop's walk saw
      * busy and left rc to us, or it comes after and sees idle. */
     if (rc->expired || (idle && is_stopping(rc->rs))) {
-        cr_mutex_unlock(&rc->lock);
+        cr_lock_unlock(&rc->lock);
         return false;
     }
     if (deadline != 0 && (rc->timer_id == 0 || deadline < rc->timer_at)) {
@@ -320,7 +320,7 @@ static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
         rc->timer_id = 0;
         arm_timer(rc, cr_clock_now_ns());
     }
-    cr_mutex_unlock(&rc->lock);
+    cr_lock_unlock(&rc->lock);
     if (rc->registered) {
         err = cr_reactor_rearm(rc->r, rc->fd, next == CR__CONN_WRITE ? CR_EV_WRITE : CR_EV_READ,
                                !cr__conn_would_block(rc->conn));
@@ -346,10 +346,10 @@ void cr__reactive_handle(struct cr__reactive_conn *rc, unsigned events)
     enum cr__conn_next next;
     bool expired;
 
-    cr_mutex_lock(&rc->lock);
+    cr_lock_lock(&rc->lock);
     expired = rc->expired;
     rc->busy = !expired;
-    cr_mutex_unlock(&rc->lock);
+    cr_lock_unlock(&rc->lock);
     if (expired) {
         close_conn(rc);
         return;
@@ -395,7 +395,7 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
         return;
     }
     rc = calloc(1, sizeof(*rc));
-    if (rc == NULL || cr_mutex_init(&rc->lock) < 0) {
+    if (rc == NULL || cr_lock_init(&rc->lock) < 0) {
         CR_LOG(CR_LOG_WARN, "connection dropped: out of memory");
         free(rc);
         cr__conn_destroy(conn);
@@ -413,7 +413,7 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
 
     /* Listed before it is registered: once registered another thread may
      * handle and close it. */
-    cr_mutex_lock(&rs->lock);
+    cr_lock_lock(&rs->lock);
     rc->next = rs->conns;
     if (rs->conns != NULL)
         rs->conns->prev = rc;
@@ -423,14 +423,14 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
         rs->limit_paused = true;
         set_accepting(rs, false);
     }
-    cr_mutex_lock(&rc->lock);
+    cr_lock_lock(&rc->lock);
     /* A graceful stop that walked the list before rc joined it. */
     if (is_stopping(rs))
         expire(rc);
     else if (rc->deadline != 0 && !rs->optimistic)
         arm_timer(rc, cr_clock_now_ns());
-    cr_mutex_unlock(&rc->lock);
-    cr_mutex_unlock(&rs->lock);
+    cr_lock_unlock(&rc->lock);
+    cr_lock_unlock(&rs->lock);
 
     /* With TCP_DEFER_ACCEPT the request is here already: read it at once,
      * which spares a registration, a wait and (Connection: close) a removal;
@@ -459,10 +459,10 @@ static void on_grace_timer(struct cr_reactor *r, uint64_t timer_id, void *arg)
     bool mine;
 
     CR_UNUSED(r);
-    cr_mutex_lock(&rs->lock);
+    cr_lock_lock(&rs->lock);
     mine = rs->grace_armed && rs->grace_timer == timer_id;
     rs->grace_armed = false;
-    cr_mutex_unlock(&rs->lock);
+    cr_lock_unlock(&rs->lock);
     if (mine) {
         CR_LOG(CR_LOG_INFO, "graceful stop: %u connections still busy after %llu ms",
                cr__reactive_connections(rs), (unsigned long long)rs->grace_ms);
@@ -474,7 +474,7 @@ void cr__reactive_stop(struct cr__reactive *rs, bool graceful)
 {
     bool done;
 
-    cr_mutex_lock(&rs->lock);
+    cr_lock_lock(&rs->lock);
     /* Release: pairs with the acquire in is_stopping. */
     __atomic_store_n(&rs->stopping, 1, __ATOMIC_RELEASE);
     if (!rs->limit_paused) {
@@ -483,10 +483,10 @@ void cr__reactive_stop(struct cr__reactive *rs, bool graceful)
     }
     if (graceful) {
         for (struct cr__reactive_conn *rc = rs->conns; rc != NULL; rc = rc->next) {
-            cr_mutex_lock(&rc->lock);
+            cr_lock_lock(&rc->lock);
             if (!rc->busy && rc->idle)
                 expire(rc);
-            cr_mutex_unlock(&rc->lock);
+            cr_lock_unlock(&rc->lock);
         }
     }
     done = !graceful || rs->live == 0;
@@ -501,7 +501,7 @@ void cr__reactive_stop(struct cr__reactive *rs, bool graceful)
             rs->grace_armed = true;
         }
     }
-    cr_mutex_unlock(&rs->lock);
+    cr_lock_unlock(&rs->lock);
     if (done)
         finish_stop(rs);
 }
@@ -523,9 +523,9 @@ unsigned cr__reactive_connections(const struct cr__reactive *rs)
     struct cr__reactive *m = (struct cr__reactive *)rs; /* the lock only */
     unsigned live;
 
-    cr_mutex_lock(&m->lock);
+    cr_lock_lock(&m->lock);
     live = m->live;
-    cr_mutex_unlock(&m->lock);
+    cr_lock_unlock(&m->lock);
     return live;
 }
 
@@ -556,7 +556,7 @@ int cr__reactive_create(struct cr__reactive **out, const struct cr__reactive_con
         env->cfg->max_connections > 0 ? (unsigned)env->cfg->max_connections : UINT32_MAX;
     rs->optimistic = env->cfg->defer_accept_s != 0 && cfg->defer == NULL;
     rs->grace_reactor = cfg->reactors[0];
-    err = cr_mutex_init(&rs->lock);
+    err = cr_lock_init(&rs->lock);
     if (err < 0)
         goto out_free;
     rs->slots = calloc((size_t)cfg->nreactors * env->nlisten + 1, sizeof(*rs->slots));
@@ -589,7 +589,7 @@ out_destroy_acceptors:
         cr_acceptor_destroy(rs->slots[i].a);
     free(rs->slots);
 out_fini_lock:
-    cr_mutex_fini(&rs->lock);
+    cr_lock_fini(&rs->lock);
 out_free:
     free(rs);
     return err;
@@ -619,6 +619,6 @@ void cr__reactive_destroy(struct cr__reactive *rs)
     if (rs->grace_armed && cr_reactor_timer_cancel(rs->grace_reactor, rs->grace_timer) < 0)
         CR_LOG(CR_LOG_DEBUG, "grace timer taken and never dispatched");
     free(rs->slots);
-    cr_mutex_fini(&rs->lock);
+    cr_lock_fini(&rs->lock);
     free(rs);
 }

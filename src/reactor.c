@@ -100,7 +100,7 @@ struct cr_reactor {
     int batch;
     uint64_t busy_poll_ns; /* the poll window's ceiling */
 
-    struct cr_mutex lock;
+    struct cr_lock lock;
     /* Protected by lock. */
     struct handler_entry *table;
     size_t table_len;
@@ -144,7 +144,7 @@ static int ensure_table(struct cr_reactor *r, int fd)
     size_t len = r->table_len ? r->table_len : 64;
     struct handler_entry *t;
 
-    cr_mutex_assert_held(&r->lock);
+    cr_lock_assert_held(&r->lock);
     if ((size_t)fd < r->table_len)
         return 0;
     while (len <= (size_t)fd)
@@ -161,7 +161,7 @@ static int ensure_table(struct cr_reactor *r, int fd)
 /* The registered entry of fd, or NULL. */
 static struct handler_entry *find_entry(struct cr_reactor *r, int fd)
 {
-    cr_mutex_assert_held(&r->lock);
+    cr_lock_assert_held(&r->lock);
     if (fd < 0 || (size_t)fd >= r->table_len || r->table[fd].gen == 0)
         return NULL;
     return &r->table[fd];
@@ -186,7 +186,7 @@ static int add_locked(struct cr_reactor *r, int fd, unsigned interest, unsigned 
     struct handler_entry *e;
     int err;
 
-    cr_mutex_assert_held(&r->lock);
+    cr_lock_assert_held(&r->lock);
     err = ensure_table(r, fd);
     if (err < 0)
         return err;
@@ -271,7 +271,7 @@ static void timer_release(struct cr_reactor *r, uint32_t s)
 {
     uint32_t i = r->slots[s].heap_idx;
 
-    cr_mutex_assert_held(&r->lock);
+    cr_lock_assert_held(&r->lock);
     r->heap_len--;
     if (i != r->heap_len) {
         heap_swap(r, i, r->heap_len);
@@ -336,7 +336,7 @@ int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *c
         err = -ENOMEM;
         goto out_free;
     }
-    err = cr_mutex_init(&r->lock);
+    err = cr_lock_init(&r->lock);
     if (err < 0)
         goto out_free_pending;
     err = cr_handle_set_open(&r->hs, cfg != NULL ? cfg->backend : NULL);
@@ -346,7 +346,7 @@ int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *c
     return 0;
 
 out_fini_lock:
-    cr_mutex_fini(&r->lock);
+    cr_lock_fini(&r->lock);
 out_free_pending:
     free(r->pending);
 out_free:
@@ -361,7 +361,7 @@ void cr_reactor_destroy(struct cr_reactor *r)
     if (r->sigfd >= 0)
         close(r->sigfd);
     cr_handle_set_close(r->hs);
-    cr_mutex_fini(&r->lock);
+    cr_lock_fini(&r->lock);
     free(r->table);
     free(r->slots);
     free(r->heap);
@@ -396,9 +396,9 @@ int cr_reactor_add(struct cr_reactor *r, int fd, unsigned interest, unsigned fla
     if (fn == NULL || (flags & ~(CR_REACTOR_ONESHOT | CR_REACTOR_EDGE)) != 0 ||
         (flags & CR_REACTOR_EDGE && !(flags & CR_REACTOR_ONESHOT)))
         return -EINVAL;
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     err = add_locked(r, fd, interest, flags, fn, arg);
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return err;
 }
 
@@ -448,13 +448,13 @@ int cr_reactor_rearm(struct cr_reactor *r, int fd, unsigned interest, bool maybe
     bool wake = false;
     int err = -ENOENT;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     e = find_entry(r, fd);
     if (e != NULL) {
         e->interest = interest;
         err = arm(r, fd, e, maybe_ready, &wake);
     }
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     if (wake)
         cr_handle_set_wake(r->hs);
     return err;
@@ -469,9 +469,9 @@ int cr_reactor_remove(struct cr_reactor *r, int fd)
 {
     int err;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     err = remove_locked(r, fd);
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return err;
 }
 
@@ -480,7 +480,7 @@ int cr_reactor_deactivate(struct cr_reactor *r, int fd)
     struct handler_entry *e;
     int err = -ENOENT;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     e = find_entry(r, fd);
     if (e != NULL) {
         e->armed = false;
@@ -489,7 +489,7 @@ int cr_reactor_deactivate(struct cr_reactor *r, int fd)
          * Edge: `armed` alone, what comes meanwhile is missed. */
         err = e->edge ? 0 : cr_handle_set_modify(r->hs, fd, 0, CR_HS_ONESHOT, e->gen);
     }
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return err;
 }
 
@@ -499,11 +499,11 @@ int cr_reactor_reactivate(struct cr_reactor *r, int fd)
     bool wake = false;
     int err = -ENOENT;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     e = find_entry(r, fd);
     if (e != NULL)
         err = arm(r, fd, e, false, &wake);
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     if (wake)
         cr_handle_set_wake(r->hs);
     return err;
@@ -523,11 +523,11 @@ int cr_reactor_timer_add(struct cr_reactor *r, uint64_t delay_ms, cr_reactor_tim
         return -EINVAL;
     if (delay_ms > UINT64_MAX / CR_NSEC_PER_MSEC / 2)
         delay_ms = UINT64_MAX / CR_NSEC_PER_MSEC / 2; /* "never", without overflow */
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     if (r->free_slot == NO_HEAP_IDX) {
         err = grow_slots(r);
         if (err < 0) {
-            cr_mutex_unlock(&r->lock);
+            cr_lock_unlock(&r->lock);
             return err;
         }
     }
@@ -546,7 +546,7 @@ int cr_reactor_timer_add(struct cr_reactor *r, uint64_t delay_ms, cr_reactor_tim
     wake = r->waiting && t->heap_idx == 0 && t->deadline < r->wait_until;
     if (id_out != NULL)
         *id_out = (uint64_t)t->gen << 32 | s;
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     if (wake)
         cr_handle_set_wake(r->hs);
     return 0;
@@ -558,13 +558,13 @@ int cr_reactor_timer_cancel(struct cr_reactor *r, uint64_t timer_id)
     uint32_t gen = (uint32_t)(timer_id >> 32);
     int err = -ENOENT;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     if (s < r->slots_len && gen != 0 && r->slots[s].gen == gen &&
         r->slots[s].heap_idx != NO_HEAP_IDX) {
         timer_release(r, s);
         err = 0;
     }
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return err;
 }
 
@@ -595,7 +595,7 @@ int cr_reactor_signal_add(struct cr_reactor *r, int signo, cr_reactor_signal_fn 
     err = -pthread_sigmask(SIG_BLOCK, &one, NULL);
     if (err < 0)
         return err;
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     if (r->signals[signo].fn != NULL) {
         err = -EEXIST;
         goto out_unlock;
@@ -623,7 +623,7 @@ int cr_reactor_signal_add(struct cr_reactor *r, int signo, cr_reactor_signal_fn 
     r->signals[signo].fn = fn;
     r->signals[signo].arg = arg;
 out_unlock:
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return err;
 }
 
@@ -634,7 +634,7 @@ int cr_reactor_signal_remove(struct cr_reactor *r, int signo)
 
     if (signo <= 0 || signo >= NSIG)
         return -EINVAL;
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     if (r->signals[signo].fn != NULL) {
         mask = r->sigmask;
         sigdelset(&mask, signo);
@@ -647,7 +647,7 @@ int cr_reactor_signal_remove(struct cr_reactor *r, int signo)
             err = 0;
         }
     }
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return err;
 }
 
@@ -661,10 +661,10 @@ static void on_signalfd(struct cr_reactor *r, int fd, unsigned events, void *arg
     while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         struct signal_entry se = {0};
 
-        cr_mutex_lock(&r->lock);
+        cr_lock_lock(&r->lock);
         if (si.ssi_signo < NSIG)
             se = r->signals[si.ssi_signo];
-        cr_mutex_unlock(&r->lock);
+        cr_lock_unlock(&r->lock);
         if (se.fn != NULL)
             se.fn(r, (int)si.ssi_signo, se.arg);
     }
@@ -676,9 +676,9 @@ static void on_signalfd(struct cr_reactor *r, int fd, unsigned events, void *arg
 
 void cr_reactor_wake(struct cr_reactor *r)
 {
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     r->wake_requested = true;
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     cr_handle_set_wake(r->hs);
 }
 
@@ -818,9 +818,9 @@ uint64_t cr__reactor_poll_window_now(struct cr_reactor *r)
 {
     uint64_t w;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     w = r->poll_window;
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return w;
 }
 
@@ -856,7 +856,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *n
     if (now == 0)
         now = cr_clock_now_ns();
     deadline = timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     for (;;) {
         uint64_t until;
         bool poll;
@@ -883,10 +883,10 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *n
         poll = ms != 0 && now - idle_from < r->poll_window;
         r->waiting = !poll;
         r->wait_until = until;
-        cr_mutex_unlock(&r->lock);
+        cr_lock_unlock(&r->lock);
         /* The wait counts from the take's reading: none is read for it. */
         n = cr__handle_set_wait(r->hs, r->pending, r->batch, poll ? 0 : ms, now);
-        cr_mutex_lock(&r->lock);
+        cr_lock_lock(&r->lock);
         r->waiting = false;
         if (n < 0) {
             found = n;
@@ -898,7 +898,7 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *n
         r->pending_at = now;
     }
     end_idle(r, idle_from, now);
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     *nowp = now;
     return found;
 }
@@ -907,9 +907,9 @@ uint64_t cr__reactor_backlog_since(struct cr_reactor *r)
 {
     uint64_t since;
 
-    cr_mutex_lock(&r->lock);
+    cr_lock_lock(&r->lock);
     since = backlog_since_locked(r);
-    cr_mutex_unlock(&r->lock);
+    cr_lock_unlock(&r->lock);
     return since;
 }
 

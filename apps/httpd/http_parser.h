@@ -135,7 +135,8 @@ struct http_request {
 
 /*
  * Parses the request head at buf[0..len). req->headers and req->headers_cap must be
- * set; lim may be NULL (all defaults). Returns the length of the head, through the
+ * set; every other field of req it sets, whatever the result (the caller need not
+ * clear req); lim may be NULL (all defaults). Returns the length of the head, through the
  * blank line that ends it (the body or the next pipelined request starts there);
  * -EAGAIN when the head is incomplete and valid so far (call again from the start with
  * more bytes); or -EBADMSG when it is malformed or over a limit, with *status set to

@@ -903,7 +903,7 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
     struct http_service *h = ctx;
     struct http_conn *hc = state;
     struct http_header headers[HEADERS_CAP];
-    struct http_request req = {.headers = headers, .headers_cap = HEADERS_CAP};
+    struct http_request req;            /* http_parse_request sets every field (no zeroing twice) */
     uint64_t now = cr_clock_event_ns(); /* the head's start and the timeouts */
     uint64_t start;
     int status = 0;
@@ -918,6 +918,8 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
     }
     if (hc->head_start_ns == 0)
         hc->head_start_ns = now;
+    req.headers = headers;
+    req.headers_cap = HEADERS_CAP;
     n = http_parse_request(data, len, &req, &h->limits, &status);
     if (n == -EAGAIN) {
         /* The deadline is fixed; more bytes do not move it. */

@@ -101,6 +101,51 @@ START_TEST(parses_get_with_headers)
 }
 END_TEST
 
+/* The caller need not clear the request: every field but headers and headers_cap is
+ * set, for a complete, an incomplete and a malformed head alike. */
+START_TEST(sets_every_field_of_an_uncleared_request)
+{
+    static const struct {
+        const char *data;
+        ssize_t result;
+    } cases[] = {
+        {"GET /a HTTP/1.1\r\nHost: h\r\n\r\n", 28},
+        {"GET /a HTTP/1.1\r\nHost: h\r\n", -EAGAIN},
+        {"GET /a HTTP/1.1\r\nHost : h\r\n\r\n", -EBADMSG},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct http_request req;
+        int status;
+
+        memset(&req, 0xa5, sizeof(req));
+        req.headers = headers;
+        req.headers_cap = HEADERS_CAP;
+        ck_assert_int_eq(parse_lim(cases[i].data, strlen(cases[i].data), &req, NULL, &status),
+                         cases[i].result);
+        ck_assert(req.is_chunked == false);
+        ck_assert_int_le(req.num_headers, 1);
+        ck_assert(req.content_length == -1);
+        ck_assert_ptr_null(req.if_none_match);
+        ck_assert_ptr_null(req.if_match);
+        ck_assert_ptr_null(req.if_modified_since);
+        ck_assert_ptr_null(req.if_unmodified_since);
+        ck_assert_ptr_null(req.if_range);
+        ck_assert_ptr_null(req.range);
+        ck_assert_ptr_null(req.accept_encoding);
+        ck_assert_ptr_null(req.user_agent);
+        ck_assert_ptr_null(req.referer);
+        if (cases[i].result > 0) {
+            ck_assert(req.keep_alive);
+            ck_assert(slice_is(req.host, req.host_len, "h"));
+        } else {
+            ck_assert(!req.keep_alive);
+            ck_assert(req.host == NULL || slice_is(req.host, req.host_len, "h"));
+        }
+    }
+}
+END_TEST
+
 START_TEST(recognises_methods_case_sensitively)
 {
     static const struct {
@@ -1028,6 +1073,7 @@ Suite *http_parser_suite(void)
 
     tcase_add_checked_fixture(tc, NULL, teardown);
     tcase_add_test(tc, parses_get_with_headers);
+    tcase_add_test(tc, sets_every_field_of_an_uncleared_request);
     tcase_add_test(tc, recognises_methods_case_sensitively);
     tcase_add_test(tc, returns_the_exact_head_length_of_the_first_pipelined_request);
     tcase_add_test(tc, head_length_excludes_the_body);
