@@ -45,23 +45,32 @@ static inline void cr_mutex_fini(struct cr_mutex *mu)
     (void)rc;
 }
 
+/* The debug owner of a cr_mutex or cr_lock (same fields): set by the thread
+ * that just took it, cleared by the holder before it lets go. */
+#ifdef CR_DEBUG
+#define CR__OWNER_TAKE(x)                                                                          \
+    do {                                                                                           \
+        (x)->owner = pthread_self();                                                               \
+        __atomic_store_n(&(x)->held, 1, __ATOMIC_RELAXED);                                         \
+    } while (0)
+#define CR__OWNER_DROP(x) __atomic_store_n(&(x)->held, 0, __ATOMIC_RELAXED)
+#else
+#define CR__OWNER_TAKE(x) ((void)(x))
+#define CR__OWNER_DROP(x) ((void)(x))
+#endif
+
 static inline void cr_mutex_lock(struct cr_mutex *mu)
 {
     /* Fails only on a corrupted or uninitialised mutex. */
     int rc = pthread_mutex_lock(&mu->m);
     assert(rc == 0);
     (void)rc;
-#ifdef CR_DEBUG
-    mu->owner = pthread_self();
-    __atomic_store_n(&mu->held, 1, __ATOMIC_RELAXED);
-#endif
+    CR__OWNER_TAKE(mu);
 }
 
 static inline void cr_mutex_unlock(struct cr_mutex *mu)
 {
-#ifdef CR_DEBUG
-    __atomic_store_n(&mu->held, 0, __ATOMIC_RELAXED);
-#endif
+    CR__OWNER_DROP(mu);
     int rc = pthread_mutex_unlock(&mu->m);
     assert(rc == 0);
     (void)rc;
@@ -130,17 +139,12 @@ static inline void cr_lock_lock(struct cr_lock *l)
     if (!__atomic_compare_exchange_n(&l->word, &free_word, 1, false, __ATOMIC_ACQUIRE,
                                      __ATOMIC_RELAXED))
         cr__lock_contended(l);
-#ifdef CR_DEBUG
-    l->owner = pthread_self();
-    __atomic_store_n(&l->held, 1, __ATOMIC_RELAXED);
-#endif
+    CR__OWNER_TAKE(l);
 }
 
 static inline void cr_lock_unlock(struct cr_lock *l)
 {
-#ifdef CR_DEBUG
-    __atomic_store_n(&l->held, 0, __ATOMIC_RELAXED);
-#endif
+    CR__OWNER_DROP(l);
     /* 2: someone may sleep on it; wake one, who marks it 2 again in case
      * others still sleep. */
     if (__atomic_exchange_n(&l->word, 0, __ATOMIC_RELEASE) == 2)
@@ -181,21 +185,12 @@ static inline void cr_cond_fini(pthread_cond_t *cv)
 static inline void cr_mutex_release_for_wait(struct cr_mutex *mu)
 {
     cr_mutex_assert_held(mu);
-#ifdef CR_DEBUG
-    __atomic_store_n(&mu->held, 0, __ATOMIC_RELAXED);
-#else
-    (void)mu;
-#endif
+    CR__OWNER_DROP(mu);
 }
 
 static inline void cr_mutex_reacquired_after_wait(struct cr_mutex *mu)
 {
-#ifdef CR_DEBUG
-    mu->owner = pthread_self();
-    __atomic_store_n(&mu->held, 1, __ATOMIC_RELAXED);
-#else
-    (void)mu;
-#endif
+    CR__OWNER_TAKE(mu);
 }
 
 /* Waits on cv, which mu guards, releasing mu meanwhile; the caller re-checks

@@ -289,6 +289,27 @@ START_TEST(validator_fields_are_the_head_fields_without_a_missing_date)
 }
 END_TEST
 
+/* path's ok_fields as they should be: of type (NULL: the 127-byte type of
+ * the test's mime.types and a charset), size bytes, Vary when vary. */
+static void expect_ok_fields(struct http_file_cache *fc, const char *path, const char *type,
+                             uint64_t size, bool vary)
+{
+    const struct http_file *f = get(fc, path);
+    char want[HTTP_OK_FIELDS_MAX + 64];
+
+    if (type == NULL) {
+        ck_assert_uint_eq(f->mime_len, 127 + strlen("; charset=utf-8"));
+        type = f->mime;
+    }
+    snprintf(want, sizeof(want),
+             "\r\nContent-Type: %s\r\nContent-Length: %llu%s\r\nAccept-Ranges: bytes%s", type,
+             (unsigned long long)size, f->identity.validator_fields,
+             vary ? "\r\nVary: Accept-Encoding" : "");
+    ck_assert_str_eq(f->ok_fields, want);
+    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
+    http_file_cache_release((void *)f);
+}
+
 /*
  * The fields of a 200 answer with the whole file are formatted once per entry,
  * in the order the head writes them: Vary only where a ".gz" exists, and room
@@ -298,10 +319,8 @@ START_TEST(ok_fields_are_a_whole_200_head_between_date_and_connection)
 {
     char types[sizeof(tmpdir) + 16];
     char longtype[128];
-    char want[HTTP_OK_FIELDS_MAX + 64];
     struct http_mime *mime;
     struct http_file_cache *fc;
-    const struct http_file *f;
     FILE *fp;
 
     memcpy(longtype, "text/", 5);
@@ -316,32 +335,9 @@ START_TEST(ok_fields_are_a_whole_200_head_between_date_and_connection)
     ck_assert_int_eq(http_mime_create(&mime, types), 0);
     fc = new_cache((struct http_file_cache_config){.mime = mime, .gzip_static = true});
 
-    f = get(fc, "/app.js");
-    snprintf(want, sizeof(want),
-             "\r\nContent-Type: text/javascript; charset=utf-8\r\nContent-Length: 10%s"
-             "\r\nAccept-Ranges: bytes\r\nVary: Accept-Encoding",
-             f->identity.validator_fields);
-    ck_assert_str_eq(f->ok_fields, want);
-    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
-    http_file_cache_release((void *)f);
-
-    f = get(fc, "/a.txt");
-    snprintf(want, sizeof(want),
-             "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5%s"
-             "\r\nAccept-Ranges: bytes",
-             f->identity.validator_fields);
-    ck_assert_str_eq(f->ok_fields, want);
-    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
-    http_file_cache_release((void *)f);
-
-    f = get(fc, "/a.long");
-    ck_assert_uint_eq(f->mime_len, 127 + strlen("; charset=utf-8"));
-    snprintf(want, sizeof(want),
-             "\r\nContent-Type: %s\r\nContent-Length: 16%s\r\nAccept-Ranges: bytes", f->mime,
-             f->identity.validator_fields);
-    ck_assert_str_eq(f->ok_fields, want);
-    ck_assert_uint_eq(f->ok_fields_len, strlen(want));
-    http_file_cache_release((void *)f);
+    expect_ok_fields(fc, "/app.js", "text/javascript; charset=utf-8", 10, true);
+    expect_ok_fields(fc, "/a.txt", "text/plain; charset=utf-8", 5, false);
+    expect_ok_fields(fc, "/a.long", NULL, 16, false);
     http_file_cache_destroy(fc);
     http_mime_destroy(mime);
 }
