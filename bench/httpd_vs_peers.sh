@@ -31,6 +31,9 @@ DIR/run-K.csv (its output in DIR/run-K.log, wrk's in DIR/run-K-raw/), then
 prints a markdown report of the medians over the runs, also kept as
 DIR/report.md: cabrank against the best peer for each file and mode, a verdict
 per issue #4 target on each row, and a last line "targets: N met, N not met".
+Before the verdicts, each run against the peers of the same run: the lowest
+and highest ratio over the runs, and in how many runs the target held, which
+shows a row that sits on its line (a median just met or missed) as such.
 
   --runs N       runs of peers.sh (default 3)
   --out DIR      where the CSVs and logs go (default /tmp/httpd-vs-peers-<date>)
@@ -114,6 +117,9 @@ report() {
             keep(k, "rps", $4)
             keep(k, "p99", $7)
             keep(k, "cpu", $10)
+            if (is_num($4)) run_val[k, "rps", nfile] = $4 + 0
+            if (is_num($7)) run_val[k, "p99", nfile] = $7 + 0
+            if (is_num($10)) run_val[k, "cpu", nfile] = $10 + 0
             if (is_num($8)) errs[k] += $8
             if (is_num($9) && $9 + 0 > other) other = $9 + 0
         }
@@ -131,6 +137,32 @@ report() {
                 a[j + 1] = x
             }
             return n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
+        }
+        # Each run against the peers of the same run: the range of cabrank/best over the runs
+        # that have both, and in how many the target held (ratio >= 1 for req/s, <= lim for
+        # p99 and CPU). best: the highest peer for req/s, else the lowest. "" without data.
+        function per_run(f, m, what, lim,   r, i, c, b, x, lo, hi, n, ok) {
+            n = 0; ok = 0
+            for (r = 1; r <= nfile; r++) {
+                c = cand SUBSEP f SUBSEP m
+                if (!((c, what, r) in run_val)) continue
+                b = ""
+                for (i = 1; i <= npeer; i++) {
+                    k = peer[i] SUBSEP f SUBSEP m
+                    if (!((k, what, r) in run_val)) continue
+                    x = run_val[k, what, r]
+                    if (b == "" || (what == "rps" ? x > b : x < b)) b = x
+                }
+                if (b == "" || b == 0) continue
+                x = run_val[c, what, r] / b
+                if (n == 0 || x < lo) lo = x
+                if (n == 0 || x > hi) hi = x
+                n++
+                if (what == "rps" ? x >= 1 : x <= lim) ok++
+            }
+            if (n == 0) return ""
+            if (n == 1) return sprintf("%.3fx, met in %d of 1", lo, ok)
+            return sprintf("%.3fx-%.3fx, met in %d of %d", lo, hi, ok, n)
         }
         function label(f, m) { return f (m == "close" ? " Connection: close" : " keep-alive") }
         function rate(x) { return x == "" ? "-" : x >= 1000 ? sprintf("%.1fk", x / 1000) : sprintf("%.0f", x) }
@@ -217,6 +249,21 @@ report() {
             print "wrk errors, summed over the runs: " (errlist == "" ? "none" : substr(errlist, 3))
             if (other >= 0)
                 printf "other processes during the tests: up to %d%% of one core (other_cpu_pct; a busy machine makes every figure noisier)\n", other
+            print ""
+            print "each run against the peers of that run (cabrank/best peer, lowest-highest, and the runs where the target held):"
+            for (r = 1; r <= nrow; r++) {
+                split(row[r], fm, ":")
+                line = ""
+                x = per_run(fm[1], fm[2], "rps", 1)
+                if (x != "") line = line "; req/s " x
+                x = per_run(fm[1], fm[2], "p99", 1)
+                if (x != "") line = line "; p99 " x
+                if (fm[2] == "keepalive" && (fm[1] == "hello.txt" || fm[1] == "1k.bin")) {
+                    x = per_run(fm[1], fm[2], "cpu", 0.8)
+                    if (x != "") line = line "; CPU " x
+                }
+                printf "- %s: %s\n", label(fm[1], fm[2]), line == "" ? "no run with data" : substr(line, 3)
+            }
             print ""
             print "issue #4 targets:"
             summary("rps", "req/s at least the best peer" q "s, every row", nrow)
