@@ -195,18 +195,21 @@ static void fill_variant(struct http_file_variant *v, int fd, const struct stat 
 static void fill_ok_fields(struct http_file *f)
 {
     struct httpd_out o = {.p = f->ok_fields, .end = f->ok_fields + sizeof(f->ok_fields) - 1};
+    const struct http_entity e = {
+        .ctype = f->mime,
+        .ctype_len = f->mime_len,
+        .content_length = f->identity.size,
+        .validators = f->identity.validator_fields,
+        .validators_len = f->identity.validator_fields_len,
+        .accept_ranges = true,
+        .vary = f->has_gz,
+    };
 
-    HTTPD_OUT_LIT(&o, "\r\nContent-Type: ");
-    httpd_out_put(&o, f->mime, f->mime_len);
-    HTTPD_OUT_LIT(&o, "\r\nContent-Length: ");
-    httpd_out_u64(&o, f->identity.size);
-    httpd_out_put(&o, f->identity.validator_fields, f->identity.validator_fields_len);
-    HTTPD_OUT_LIT(&o, "\r\nAccept-Ranges: bytes");
-    if (f->has_gz)
-        HTTPD_OUT_LIT(&o, "\r\nVary: Accept-Encoding");
-    /* Cut short (o stops at end): not used. */
-    f->ok_fields_len = o.p < o.end ? (size_t)(o.p - f->ok_fields) : 0;
-    f->ok_fields[f->ok_fields_len] = '\0';
+    http_entity_put(&o, &e);
+    /* HTTP_OK_FIELDS_MAX holds the longest type a lookup returns. */
+    assert(o.p < o.end);
+    f->ok_fields_len = (size_t)(o.p - f->ok_fields);
+    *o.p = '\0';
 }
 
 static void free_entry(struct fc_entry *e)

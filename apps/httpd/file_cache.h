@@ -93,11 +93,11 @@ struct http_file_variant {
     const char *content;
 };
 
-/* Room for http_file.ok_fields: "\r\nContent-Type: " (16), a type (mime.c keeps at most
- * 127 bytes and "; charset=utf-8": 160 is room), "\r\nContent-Length: " (18), 20 digits,
- * the validator fields, "\r\nAccept-Ranges: bytes" (22), "\r\nVary: Accept-Encoding" (23)
- * and a NUL. */
-#define HTTP_OK_FIELDS_MAX (16 + 160 + 18 + 20 + HTTP_VALIDATOR_FIELDS_MAX + 22 + 23 + 1)
+/* Room for http_file.ok_fields: "\r\nContent-Type: " (16), the longest type, "\r\nContent-
+ * Length: " (18), 20 digits, the validator fields, "\r\nAccept-Ranges: bytes" (22),
+ * "\r\nVary: Accept-Encoding" (23) and a NUL. */
+#define HTTP_OK_FIELDS_MAX                                                                         \
+    (16 + HTTP_MIME_TYPE_MAX + 18 + 20 + HTTP_VALIDATOR_FIELDS_MAX + 22 + 23 + 1)
 
 /* A cache entry as callers see it: read-only, valid while a reference is held. */
 struct http_file {
@@ -115,8 +115,8 @@ struct http_file {
     /* The fields of a 200 answer with the whole identity variant, between Date and the
      * request's own (Connection): "\r\nContent-Type: <mime>\r\nContent-Length: <size>"
      * <identity.validator_fields> "\r\nAccept-Ranges: bytes", then
-     * "\r\nVary: Accept-Encoding" when has_gz. Formatted once for every such answer to
-     * share; ok_fields_len 0 when they did not fit (a long MIME type). NUL-terminated. */
+     * "\r\nVary: Accept-Encoding" when has_gz (http_entity_put). Formatted once for every
+     * such answer to share; NUL-terminated. */
     char ok_fields[HTTP_OK_FIELDS_MAX];
     size_t ok_fields_len;
 };

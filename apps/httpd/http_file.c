@@ -780,3 +780,25 @@ bool http_accepts_gzip(const char *v, size_t len)
         return gzip_q > 0;
     return star_q > 0;
 }
+
+void http_entity_put(struct httpd_out *o, const struct http_entity *e)
+{
+    if (e->ctype != NULL) {
+        HTTPD_OUT_LIT(o, "\r\nContent-Type: ");
+        httpd_out_put(o, e->ctype, e->ctype_len);
+    }
+    HTTPD_OUT_LIT(o, "\r\nContent-Length: ");
+    httpd_out_u64(o, e->content_length);
+    if (e->validators != NULL)
+        httpd_out_put(o, e->validators, e->validators_len);
+    if (e->accept_ranges)
+        HTTPD_OUT_LIT(o, "\r\nAccept-Ranges: bytes");
+    if (e->content_range != NULL) {
+        HTTPD_OUT_LIT(o, "\r\nContent-Range: ");
+        httpd_out_put(o, e->content_range, e->content_range_len);
+    }
+    if (e->gzip)
+        HTTPD_OUT_LIT(o, "\r\nContent-Encoding: gzip");
+    if (e->vary)
+        HTTPD_OUT_LIT(o, "\r\nVary: Accept-Encoding");
+}

@@ -41,6 +41,8 @@
 #include <cabrank/common.h>
 #include <sys/stat.h>
 
+#include "out_buf.h"
+
 /* An ETag as http_etag_format() writes it, with quotes and NUL, fits in this. */
 #define HTTP_ETAG_MAX 64
 /* An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") without its NUL. */
@@ -236,5 +238,29 @@ void http_file_plan(struct http_file_plan *p, const struct http_file_request *rq
  * one means no: identity is always safe. Thread-safe.
  */
 bool http_accepts_gzip(const char *v, size_t len);
+
+/* The representation fields of a response head, written after Date. */
+struct http_entity {
+    const char *ctype; /* Content-Type; NULL: none */
+    size_t ctype_len;
+    uint64_t content_length;
+    /* "\r\nLast-Modified: ...\r\nETag: ..." as formatted beforehand (the file cache's
+     * validator_fields); NULL: none. */
+    const char *validators;
+    size_t validators_len;
+    bool accept_ranges;
+    const char *content_range; /* its value; NULL: none */
+    size_t content_range_len;
+    bool gzip; /* Content-Encoding: gzip */
+    bool vary; /* Vary: Accept-Encoding */
+};
+
+/*
+ * Appends e's fields to o, each as "\r\n<name>: <value>", in this order: Content-Type,
+ * Content-Length (always), the validators, Accept-Ranges, Content-Range, Content-Encoding,
+ * Vary. The one writer of these fields, for a head and for the file cache's preformatted
+ * 200 (http_file.ok_fields), so the two cannot differ. Cuts at o's end. Thread-safe.
+ */
+void http_entity_put(struct httpd_out *o, const struct http_entity *e);
 
 #endif /* CABRANK_HTTPD_HTTP_FILE_H */

@@ -119,19 +119,11 @@ struct reply {
 /* What a response head says besides the status line, Date and Server. */
 struct resp {
     int status;
-    /* Fields formatted beforehand (http_file.ok_fields), written in place of ctype,
-     * content_length, v, accept_ranges and vary; NULL: those are written. */
+    struct http_entity e;
+    /* e's fields formatted beforehand (http_file.ok_fields), written in its place;
+     * NULL: e is written. */
     const char *fields;
     size_t fields_len;
-    const char *ctype;
-    size_t ctype_len;
-    uint64_t content_length;
-    const struct http_file_variant *v; /* Last-Modified and ETag, or NULL */
-    bool accept_ranges;
-    const char *content_range;
-    size_t content_range_len;
-    bool gzip;
-    bool vary;
     const char *location; /* a decoded path, percent-encoded when written */
     size_t location_len;
     const char *query; /* appended to location after '?' (raw) */
@@ -250,7 +242,7 @@ static void put_path_encoded(struct httpd_out *o, const char *s, size_t n)
  */
 static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
 {
-    size_t need = HEAD_RESERVE + r->fields_len + r->ctype_len + r->content_range_len +
+    size_t need = HEAD_RESERVE + r->fields_len + r->e.ctype_len + r->e.content_range_len +
                   3 * r->location_len + r->query_len + r->body_len + r->file_len;
     char *base = cr_conn_reserve(c, need);
     struct httpd_out o;
@@ -264,28 +256,10 @@ static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
     o = (struct httpd_out){.p = base, .end = base + need};
     httpd_out_put(&o, sl->line, sl->len);
     httpd_out_put(&o, date, HTTP_DATE_LEN);
-    if (r->fields != NULL) {
+    if (r->fields != NULL)
         httpd_out_put(&o, r->fields, r->fields_len);
-    } else {
-        if (r->ctype != NULL) {
-            HTTPD_OUT_LIT(&o, "\r\nContent-Type: ");
-            httpd_out_put(&o, r->ctype, r->ctype_len);
-        }
-        HTTPD_OUT_LIT(&o, "\r\nContent-Length: ");
-        httpd_out_u64(&o, r->content_length);
-        if (r->v != NULL)
-            httpd_out_put(&o, r->v->validator_fields, r->v->validator_fields_len);
-        if (r->accept_ranges)
-            HTTPD_OUT_LIT(&o, "\r\nAccept-Ranges: bytes");
-        if (r->content_range != NULL) {
-            HTTPD_OUT_LIT(&o, "\r\nContent-Range: ");
-            httpd_out_put(&o, r->content_range, r->content_range_len);
-        }
-        if (r->gzip)
-            HTTPD_OUT_LIT(&o, "\r\nContent-Encoding: gzip");
-        if (r->vary)
-            HTTPD_OUT_LIT(&o, "\r\nVary: Accept-Encoding");
-    }
+    else
+        http_entity_put(&o, &r->e);
     if (r->location != NULL) {
         HTTPD_OUT_LIT(&o, "\r\nLocation: ");
         put_path_encoded(&o, r->location, r->location_len);
@@ -347,11 +321,11 @@ static int write_simple(struct cr_conn *c, struct reply *rp, struct resp *r)
     httpd_out_put(&o, " ", 1);
     httpd_out_put(&o, why, wlen);
     HTTPD_OUT_LIT(&o, "</h1><hr>cabrank</body></html>\n");
-    r->ctype = "text/html; charset=utf-8";
-    r->ctype_len = strlen(r->ctype);
+    r->e.ctype = "text/html; charset=utf-8";
+    r->e.ctype_len = strlen(r->e.ctype);
     r->body = body;
     r->body_len = (size_t)(o.p - body);
-    r->content_length = r->body_len;
+    r->e.content_length = r->body_len;
     return write_head(c, rp, r);
 }
 
@@ -472,9 +446,9 @@ static int serve_status(struct http_service *h, struct cr_conn *c, struct reply 
     err = status_render(h->status, cr_conn_server(c), json, &body, &len);
     if (err < 0)
         return write_error(c, rp, 500);
-    r.ctype = json ? "application/json" : "text/html; charset=utf-8";
-    r.ctype_len = strlen(r.ctype);
-    r.content_length = len;
+    r.e.ctype = json ? "application/json" : "text/html; charset=utf-8";
+    r.e.ctype_len = strlen(r.e.ctype);
+    r.e.content_length = len;
     err = write_head(c, rp, &r);
     if (err < 0 || rp->head) {
         free(body);
@@ -580,7 +554,7 @@ static int serve_entry(struct cr_conn *c, struct reply *rp, const struct http_fi
     const struct http_file_variant *v;
     struct http_validators val;
     struct http_file_plan plan;
-    struct resp r = {.vary = f->has_gz};
+    struct resp r = {.e.vary = f->has_gz};
     char crange[HTTP_CONTENT_RANGE_MAX];
     char ctype[96];
     uint64_t off = 0;
@@ -619,27 +593,29 @@ static int serve_entry(struct cr_conn *c, struct reply *rp, const struct http_fi
     switch (plan.status) {
     case 200:
     case 206:
-        r.v = v;
-        r.gzip = gzip;
-        r.accept_ranges = true;
-        r.content_length = plan.content_length;
-        r.ctype = f->mime;
-        r.ctype_len = f->mime_len;
-        /* The whole identity variant: the fields the entry formatted for it. */
-        if (plan.status == 200 && v == &f->identity && f->ok_fields_len > 0) {
+        if (plan.status == 200 && v == &f->identity) {
+            /* The whole identity variant: the fields the entry formatted for it. */
             r.fields = f->ok_fields;
             r.fields_len = f->ok_fields_len;
+        } else {
+            r.e.validators = v->validator_fields;
+            r.e.validators_len = v->validator_fields_len;
+            r.e.gzip = gzip;
+            r.e.accept_ranges = true;
+            r.e.content_length = plan.content_length;
+            r.e.ctype = f->mime;
+            r.e.ctype_len = f->mime_len;
         }
         if (plan.status == 206 && plan.ranges.n == 1) {
-            r.content_range_len =
+            r.e.content_range_len =
                 http_content_range_format(crange, sizeof(crange), &plan.ranges.r[0], v->size);
-            r.content_range = crange;
+            r.e.content_range = crange;
         } else if (plan.status == 206) {
             int n =
                 snprintf(ctype, sizeof(ctype), "multipart/byteranges; boundary=%s", plan.boundary);
 
-            r.ctype = ctype;
-            r.ctype_len = n > 0 && (size_t)n < sizeof(ctype) ? (size_t)n : 0;
+            r.e.ctype = ctype;
+            r.e.ctype_len = n > 0 && (size_t)n < sizeof(ctype) ? (size_t)n : 0;
         }
         if (!rp->head && plan.ranges.n <= 1) {
             off = plan.status == 206 ? plan.ranges.r[0].first : 0;
@@ -664,14 +640,15 @@ static int serve_entry(struct cr_conn *c, struct reply *rp, const struct http_fi
             err = queue_file(c, rp, f, v, off + r.file_done, len - r.file_done);
         break;
     case 304:
-        r.v = v;
-        r.gzip = gzip;
-        r.content_length = v->size;
+        r.e.validators = v->validator_fields;
+        r.e.validators_len = v->validator_fields_len;
+        r.e.gzip = gzip;
+        r.e.content_length = v->size;
         err = write_head(c, rp, &r);
         break;
     case 416:
-        r.content_range_len = http_content_range_format(crange, sizeof(crange), NULL, v->size);
-        r.content_range = crange;
+        r.e.content_range_len = http_content_range_format(crange, sizeof(crange), NULL, v->size);
+        r.e.content_range = crange;
         err = write_simple(c, rp, &r);
         break;
     default: /* 412 */

@@ -11,8 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#define CHARSET       "; charset=utf-8"
-#define TYPE_MAX      127 /* longest type accepted from a file, before CHARSET */
+#define CHARSET       HTTP_MIME_CHARSET
 #define TABLE_INITIAL 128 /* slots; a power of two */
 
 struct mime_entry {
@@ -178,7 +177,7 @@ static bool is_valid_type(const char *t, size_t len)
     size_t slash = 0;
     size_t n = 0;
 
-    if (len == 0 || len > TYPE_MAX)
+    if (len == 0 || len > HTTP_MIME_FILE_TYPE_MAX)
         return false;
     for (size_t i = 0; i < len; i++) {
         if (t[i] == '/') {

@@ -20,6 +20,14 @@
 /* Longest extension kept (longer ones in mime.types are skipped), without its NUL. */
 #define HTTP_MIME_EXT_MAX 31
 
+/* What a text type gets after it. */
+#define HTTP_MIME_CHARSET "; charset=utf-8"
+
+/* Longest type kept from mime.types (longer ones are skipped), and longest a lookup
+ * returns (a text type with HTTP_MIME_CHARSET). Without the NUL. */
+#define HTTP_MIME_FILE_TYPE_MAX 127
+#define HTTP_MIME_TYPE_MAX      (HTTP_MIME_FILE_TYPE_MAX + sizeof(HTTP_MIME_CHARSET) - 1)
+
 struct http_mime;
 
 /*
