@@ -44,6 +44,10 @@ struct cr_model_env {
 
 struct cr_model_ops {
     const char *name;
+    /* TCP_NOTSENT_LOWAT when the configuration leaves it 0:
+     * CR_SERVER_NOTSENT_LOWAT, or CR_SERVER_NOTSENT_SYSTEM for a model it
+     * does not suit; 0 here means CR_SERVER_NOTSENT_LOWAT. */
+    unsigned notsent_lowat;
     int (*create)(struct cr_model **out, const struct cr_model_env *env);
     int (*start)(struct cr_model *m);
     /* Thread-safe; returns at once. */

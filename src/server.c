@@ -212,11 +212,9 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
         return -EINVAL;
     c->model = s->ops->name;
     is_tpc = strcmp(c->model, "tpc") == 0;
-    /* prefork's blocking workers each sleep in sendfile until half the
-     * mark is sent, which cost 1m.bin 12% (README): not by default. */
     if (c->notsent_lowat == 0)
         c->notsent_lowat =
-            strcmp(c->model, "prefork") == 0 ? CR_SERVER_NOTSENT_SYSTEM : CR_SERVER_NOTSENT_LOWAT;
+            s->ops->notsent_lowat != 0 ? s->ops->notsent_lowat : CR_SERVER_NOTSENT_LOWAT;
     if (normalise_processes(c, cpu_count()) < 0)
         return -EINVAL;
     if (c->backlog == 0)
