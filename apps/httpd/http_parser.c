@@ -475,8 +475,8 @@ static void set_first(const struct http_header **slot, const struct http_header 
 /*
  * Whether the name n, of the literal's length and all tchars, is the lowercase literal in any
  * case. Setting bit 5 lowers an ASCII capital and keeps a lowercase letter or '-'; the only
- * other byte it takes there is CR (to '-'), never a tchar. Four instructions a byte where
- * equals_nocase spends twenty on its two to_lower() and NUL test.
+ * other byte it takes there is CR (to '-'), never a tchar. Callgrind on "Host": 7.5
+ * instructions a byte, where equals_nocase spent 17.5 on its two to_lower() and NUL test.
  */
 static inline bool is_name(const char *n, const char *lit, size_t len)
 {

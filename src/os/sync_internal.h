@@ -89,9 +89,10 @@ static inline void cr_mutex_unlock(struct cr_mutex *mu)
  * serves: one compare-and-swap to take, one exchange to give back, inline.
  * pthread_mutex_lock and _unlock did the same two atomics behind 55
  * instructions of calls, type checks and owner bookkeeping (callgrind), four
- * pairs of them per small request. A futex lock in the usual three states
- * (Drepper, "Futexes Are Tricky", mutex 2): 0 free, 1 held, 2 held and maybe
- * waited for; a waiter sleeps in the kernel, never spins. No condition
+ * pairs of them per small request. A futex lock in the three states of
+ * Drepper's "Futexes Are Tricky" (its mutex 3, given back with an exchange
+ * where his decrements): 0 free, 1 held, 2 held and maybe waited for; a
+ * waiter sleeps in the kernel, never spins. No condition
  * variable can wait on it: that takes a cr_mutex.
  */
 struct cr_lock {
@@ -103,6 +104,8 @@ struct cr_lock {
 #endif
 };
 
+/* Always 0 (nothing behind it can fail); an int as cr_mutex_init's is, so a
+ * lock changes kind without its callers changing. */
 static inline int cr_lock_init(struct cr_lock *l)
 {
     l->word = 0;
