@@ -4,6 +4,7 @@
 #   make run        build and serve on 127.0.0.1:8080
 #   make test       format check, unit tests (plain, ASan+UBSan, TSan), integration
 #   make asan|tsan  sanitizer builds, into build/asan/ and build/tsan/
+#   make PGO=0      cabrank-httpd without the profile-guided build (see below)
 #   make install PREFIX=/usr/local DESTDIR=
 #
 # Sources are found by wildcard: a new src/*.c joins the library, a new
@@ -61,6 +62,27 @@ LTO_FLAGS := $(shell $(CC) -flto=auto -ffat-lto-objects -Werror -x c -c -o /dev/
                >/dev/null 2>&1 && echo '-flto=auto -ffat-lto-objects')
 CFLAGS_release := -O2 -g -fPIC $(MEMSET_FLAGS) $(LTO_FLAGS)
 LDFLAGS_release := $(if $(LTO_FLAGS),-flto=auto)
+# Profile-guided cabrank-httpd (build/pgo/): built instrumented, trained on a
+# request mix (tools/pgo-train.sh, tools/pgo_load.c), built again from the
+# profile. gcc lays out the hot path straight, inlines by measured calls and
+# moves cold code aside: 11% fewer instructions per request (2,976 to 2,634,
+# bench/httpd_instructions.sh) and 4% less server CPU per request (3.96 to
+# 3.79 us, bench/httpd_configs.sh --runs 6) on hello.txt. Only that program is
+# built so; the library, the tests and the other programs are not. Both builds
+# use the same object paths, since gcc keys a static function's profile by
+# its object's name. Where gcc takes the options; PGO=0 skips it (a quicker
+# build while editing). Warnings are errors in the release build of the same
+# sources; here a profile that does not fit a function (a count lost between
+# threads) only costs that function its profile.
+PGO_PROBE := -fprofile-use -fprofile-partial-training -Wno-missing-profile
+PGO ?= $(shell $(CC) $(PGO_PROBE) -Werror -x c -c -o /dev/null /dev/null >/dev/null 2>&1 && echo 1)
+ifeq ($(PGO_STAGE),gen)
+CFLAGS_pgo  := $(CFLAGS_release) -fprofile-generate -fprofile-update=atomic
+LDFLAGS_pgo := $(LDFLAGS_release) -fprofile-generate
+else
+CFLAGS_pgo  := $(CFLAGS_release) $(PGO_PROBE) -Wno-error
+LDFLAGS_pgo := $(LDFLAGS_release) $(PGO_PROBE)
+endif
 CFLAGS_asan    := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
                   -fno-omit-frame-pointer -DCR_DEBUG=1
 CFLAGS_tsan    := -O1 -g -fsanitize=thread -DCR_DEBUG=1
@@ -74,7 +96,9 @@ OBJ_asan    := $(BUILD)/asan
 OUT_asan    := $(BUILD)/asan
 OBJ_tsan    := $(BUILD)/tsan
 OUT_tsan    := $(BUILD)/tsan
-VARIANTS    := release asan tsan
+OBJ_pgo     := $(BUILD)/pgo
+OUT_pgo     := $(BUILD)/pgo
+VARIANTS    := release asan tsan $(if $(filter 1,$(PGO)),pgo)
 
 LIB_SRCS     := $(sort $(wildcard src/*.c src/os/*.c))
 UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))
@@ -92,7 +116,7 @@ APP_LIB_SRCS  := $(filter-out $(APP_MAIN_SRCS),$(APP_ALL_SRCS))
 prog_name = cabrank-$(if $(filter main.c,$(notdir $(1))),$(notdir $(patsubst %/,%,$(dir $(1)))),$(patsubst main_%.c,%,$(notdir $(1))))
 APP_PROGS     := $(foreach f,$(APP_MAIN_SRCS),$(call prog_name,$(f)))
 FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] tests/*/*.[ch] \
-                  examples/*.c apps/*/*.[ch] bench/*.[ch] bench/*/*.[ch] fuzz/*.c))
+                  examples/*.c apps/*/*.[ch] bench/*.[ch] bench/*/*.[ch] fuzz/*.c tools/*.c))
 
 # ---------------------------------------------------------------- dependencies
 # pkg-config module:Debian package, and command:Debian package.
@@ -170,7 +194,40 @@ define prog_rule
 $$(OUT_$(1))/$(call prog_name,$(2)): $$(patsubst %.c,$$(OBJ_$(1))/%.o,$(2)) $$(OUT_$(1))/libsupport.a $$(OUT_$(1))/libapps.a $$(OUT_$(1))/libcabrank.a
 	$$(CC) $$(LDFLAGS_$(1)) -pthread -o $$@ $$^ $$(DEP_LIBS) $$(APP_LIBS)
 endef
-$(foreach v,$(VARIANTS),$(foreach m,$(APP_MAIN_SRCS),$(eval $(call prog_rule,$(v),$(m)))))
+# With PGO the release cabrank-httpd is the profile-guided one (below), and
+# the plain build goes to build/release/cabrank-httpd.
+PGO_MAIN := $(if $(filter 1,$(PGO)),apps/httpd/main.c)
+$(foreach v,$(VARIANTS),$(foreach m,$(APP_MAIN_SRCS),\
+  $(if $(and $(filter release,$(v)),$(filter $(PGO_MAIN),$(m))),,$(eval $(call prog_rule,$(v),$(m))))))
+
+# ---------------------------------------------------------------- profile-guided cabrank-httpd
+$(BUILD)/tools/pgo-load: tools/pgo_load.c | deps
+	@mkdir -p $(@D)
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $<
+
+ifeq ($(PGO),1)
+$(OBJ_release)/cabrank-httpd: $(OBJ_release)/apps/httpd/main.o $(BUILD)/libsupport.a $(BUILD)/libapps.a $(BUILD)/libcabrank.a
+	$(CC) $(LDFLAGS_release) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
+
+# The plain build changes whenever a source of the program does; then the
+# instrumented one is built into build/pgo/ (a make of its own, PGO_STAGE=gen),
+# trained, and its objects removed, so that the rules below build them again
+# from the profile beside them.
+PGO_STAMP := $(OBJ_pgo)/trained.stamp
+$(PGO_STAMP): $(OBJ_release)/cabrank-httpd $(BUILD)/tools/pgo-load tools/pgo-train.sh www/index.html www/models.html
+	rm -rf $(OBJ_pgo)
+	$(MAKE) --no-print-directory PGO_STAGE=gen $(OUT_pgo)/cabrank-httpd
+	tools/pgo-train.sh $(OUT_pgo)/cabrank-httpd $(BUILD)/tools/pgo-load $(OBJ_pgo)
+	find $(OBJ_pgo) -type f ! -name '*.gcda' -delete
+	@touch $@
+ifneq ($(PGO_STAGE),gen)
+$(pgo_LIB_OBJS) $(pgo_APP_OBJS) $(pgo_SUPP_OBJS) $(OBJ_pgo)/apps/httpd/main.o: $(PGO_STAMP)
+endif
+
+# A new file in its place, so that a running server keeps its own.
+$(BUILD)/cabrank-httpd: $(OUT_pgo)/cabrank-httpd
+	cp $< $@.tmp && mv -f $@.tmp $@
+endif
 
 # ---------------------------------------------------------------- release extras
 $(BUILD)/libcabrank.so.$(SOVERSION): $(release_LIB_OBJS)

@@ -55,6 +55,7 @@
 #include "model_reactive_internal.h"
 #include "os/sync_internal.h"
 
+#include <assert.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +155,17 @@ static void rconn_put(struct cr__reactive_conn *rc)
     free(rc);
 }
 
+/* Drops a timer's reference while the list still holds one, so it never
+ * frees; saying so keeps rc's later uses visibly safe (gcc's use-after-free
+ * warning saw the free of rconn_put once inlining put both in one body). */
+static void rconn_put_held(struct cr__reactive_conn *rc)
+{
+    unsigned left = __atomic_sub_fetch(&rc->refs, 1, __ATOMIC_ACQ_REL);
+
+    assert(left != 0);
+    (void)left;
+}
+
 /* Calls stopped() the first time only. */
 static void finish_stop(struct cr__reactive *rs)
 {
@@ -192,7 +204,7 @@ static void arm_timer(struct cr__reactive_conn *rc, uint64_t now)
     if (err < 0) {
         /* The connection then has no timeout until its next wait. */
         CR_LOG(CR_LOG_WARN, "connection timer: %s", strerror(-err));
-        rconn_put(rc); /* the list's reference remains */
+        rconn_put_held(rc);
         return;
     }
     rc->timer_id = id;
@@ -264,7 +276,7 @@ static void close_conn(struct cr__reactive_conn *rc)
     cr_lock_unlock(&rc->lock);
     /* -ENOENT: taken for dispatch; on_conn_timer drops its reference. */
     if (timer != 0 && cr_reactor_timer_cancel(rc->r, timer) == 0)
-        rconn_put(rc); /* not the last: the list still holds one */
+        rconn_put_held(rc);
     err = rc->registered ? cr_reactor_remove(rc->r, rc->fd) : 0;
     if (err < 0 && err != -ENOENT)
         CR_LOG(CR_LOG_WARN, "removing connection fd %d: %s", rc->fd, strerror(-err));
@@ -316,7 +328,7 @@ static bool settle(struct cr__reactive_conn *rc, enum cr__conn_next next)
     }
     if (deadline != 0 && (rc->timer_id == 0 || deadline < rc->timer_at)) {
         if (rc->timer_id != 0 && cr_reactor_timer_cancel(rc->r, rc->timer_id) == 0)
-            rconn_put(rc); /* not the last: the list still holds one */
+            rconn_put_held(rc);
         rc->timer_id = 0;
         arm_timer(rc, cr_clock_now_ns());
     }
