@@ -22,6 +22,9 @@ cabrank-httpd under valgrind --tool=callgrind (collection off while it starts
 and warms up), drives it for N seconds with wrk -t1 -cC (keep-alive, wrk's
 47-byte request), and prints instructions per request: the whole program and
 the request path's parts (inclusive). One column per build, in the order given.
+A part that a build inlined into its callers everywhere has no count of its
+own and shows as - (the profile-guided build/cabrank-httpd inlines several;
+build/release/cabrank-httpd is the same program without the profile).
 
   --build DIR    a build directory holding cabrank-httpd (default build);
                  repeat to compare builds, e.g. --build /tmp/old/build --build build
