@@ -19,6 +19,7 @@ cleanup() {
     rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 die() {
     echo "$me: $*" >&2
     [ ! -s "$tmp/httpd.log" ] || tail -5 "$tmp/httpd.log" >&2
