@@ -63,7 +63,7 @@ LTO_FLAGS := $(shell $(CC) -flto=auto -ffat-lto-objects -Werror -x c -c -o /dev/
 CFLAGS_release := -O2 -g -fPIC $(MEMSET_FLAGS) $(LTO_FLAGS)
 LDFLAGS_release := $(if $(LTO_FLAGS),-flto=auto)
 # Profile-guided cabrank-httpd (build/pgo/): built instrumented, trained on a
-# request mix (tools/pgo-train.sh, tools/pgo_load.c), built again from the
+# request mix (tools/pgo_train.c), built again from the
 # profile. gcc lays out the hot path straight, inlines by measured calls and
 # moves cold code aside: 11% fewer instructions per request (2,992 to 2,664,
 # bench/httpd_instructions.sh --build build/release --build build) and 4% less
@@ -203,9 +203,10 @@ $(foreach v,$(VARIANTS),$(foreach m,$(APP_MAIN_SRCS),\
   $(eval $(call prog_rule,$(v),$(m),$(if $(and $(filter release,$(v)),$(filter $(PGO_MAIN),$(m))),$(OBJ_release))))))
 
 # ---------------------------------------------------------------- profile-guided cabrank-httpd
-$(BUILD)/tools/pgo-load: tools/pgo_load.c | deps
+# The training run, tools/pgo_train.c, built like the benchmarks.
+$(BUILD)/tools/%: $(OBJ_release)/tools/%.o $(BUILD)/libsupport.a $(BUILD)/libcabrank.a
 	@mkdir -p $(@D)
-	$(CC) $(BASE_CFLAGS) -O2 -o $@ $<
+	$(CC) $(LDFLAGS_release) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
 
 ifeq ($(PGO),1)
 # The plain build changes whenever a source of the program does; then the
@@ -213,10 +214,12 @@ ifeq ($(PGO),1)
 # trained, and its objects removed, so that the rules below build them again
 # from the profile beside them.
 PGO_STAMP := $(OBJ_pgo)/trained.stamp
-$(PGO_STAMP): $(OBJ_release)/cabrank-httpd $(BUILD)/tools/pgo-load tools/pgo-train.sh www/index.html www/models.html
+$(PGO_STAMP): $(OBJ_release)/cabrank-httpd $(BUILD)/tools/pgo_train
 	rm -rf $(OBJ_pgo)
 	$(MAKE) --no-print-directory PGO_STAGE=gen $(OUT_pgo)/cabrank-httpd
-	tools/pgo-train.sh $(OUT_pgo)/cabrank-httpd $(BUILD)/tools/pgo-load $(OBJ_pgo)
+	CR_BUILD_DIR=$(OUT_pgo) $(BUILD)/tools/pgo_train
+	@find $(OBJ_pgo) -name '*.gcda' | grep -q . || \
+	  { echo "no profile in $(OBJ_pgo); make PGO=0 builds without one" >&2; exit 1; }
 	find $(OBJ_pgo) -type f ! -name '*.gcda' -delete
 	@touch $@
 ifneq ($(PGO_STAGE),gen)
