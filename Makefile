@@ -7,7 +7,7 @@
 #   make PGO=0      cabrank-httpd without the profile-guided build (see below)
 #   make install PREFIX=/usr/local DESTDIR=
 #
-# Sources are found by wildcard: a new src/*.c joins the library, a new
+# Sources are found by wildcard: a new src/*.c or src/<layer>/*.c joins the library, a new
 # tests/unit/test_<comp>.c (exporting <comp>_suite) joins the unit runner, a new
 # tests/integration/<name>.c becomes an integration program, examples/<name>.c a
 # program. Objects go to build/<variant>/.
@@ -101,7 +101,7 @@ OBJ_pgo     := $(BUILD)/pgo
 OUT_pgo     := $(BUILD)/pgo
 VARIANTS    := release asan tsan $(if $(filter 1,$(PGO)),pgo)
 
-LIB_SRCS     := $(sort $(wildcard src/*.c src/os/*.c))
+LIB_SRCS     := $(sort $(wildcard src/*.c src/*/*.c))
 UNIT_SRCS    := $(sort $(wildcard tests/unit/test_*.c))
 SUPPORT_SRCS := $(sort $(wildcard tests/support/*.c))
 INTEG_SRCS   := $(sort $(wildcard tests/integration/*.c))

@@ -18,8 +18,8 @@
 #include <cabrank/log.h>
 #include <cabrank/server.h>
 
-#include "model_internal.h"
-#include "proc_internal.h"
+#include "model/model_internal.h"
+#include "os/proc_internal.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,7 +1,7 @@
 /*
  * handle_set.h - a set of OS handles (file descriptors) to wait on for
  * readiness: the "handle set" of the Leader/Followers paper. One interface,
- * one backend per file (src/handle_set_epoll.c, _poll.c, _select.c), chosen at
+ * one backend per file (src/demux/handle_set_epoll.c, _poll.c, _select.c), chosen at
  * run time by name. The Reactor builds on it; tests and tools may use it alone.
  *
  * Semantics every backend keeps (tests/unit/test_handle_set.c checks each):

@@ -7,7 +7,7 @@
  */
 #include <cabrank/clock.h>
 
-#include "clock_internal.h"
+#include "os/clock_internal.h"
 
 #include <time.h>
 

@@ -1,5 +1,5 @@
 /*
- * test_accept_lock.c - the prefork accept lock (src/accept_lock.c) across
+ * test_accept_lock.c - the prefork accept lock (src/net/accept_lock.c) across
  * real processes: each excluding kind (pthread, fcntl) lets one process at a
  * time in, over many rounds of several forked children; a holder killed
  * with SIGKILL does not wedge it (the robust mutex recovers, the kernel
@@ -7,7 +7,7 @@
  * after its timeout and not much later; the non-excluding kinds (none,
  * reuseport) never wait. Each kind is one loop iteration.
  */
-#include "accept_lock_internal.h"
+#include "net/accept_lock_internal.h"
 
 #include "../support/support.h"
 

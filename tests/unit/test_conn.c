@@ -6,7 +6,7 @@
  * Over a socketpair whose buffers hold the whole answer, so that only the
  * budget can stop a call.
  */
-#include "conn_internal.h"
+#include "net/conn_internal.h"
 
 #include "../support/support.h"
 

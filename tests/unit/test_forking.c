@@ -1,5 +1,5 @@
 /*
- * test_forking.c - the forking model (src/model_forking.c) under cr_server
+ * test_forking.c - the forking model (src/model/model_forking.c) under cr_server
  * with the line and echo services (tests/support/services.h) on 127.0.0.1:0:
  * concurrent clients are each served by a child process of their own (the
  * scoreboard shows one BUSY slot per open connection, with its pid,

@@ -3,7 +3,7 @@
  * "conformance" case runs once per backend (Check loop tests: _i indexes
  * cr_handle_set_backends()), each in its own process. Where a backend cannot
  * express what the contract asks (select sees no hang-up or error apart from
- * readability, see src/handle_set_select.c), the test asserts the strongest
+ * readability, see src/demux/handle_set_select.c), the test asserts the strongest
  * thing that holds for that backend. Threads appear only where the contract
  * is about other threads: removal, add, modify and wake-up during a wait, and
  * signals interrupting it.
@@ -12,7 +12,7 @@
 #include <cabrank/handle_set.h>
 
 #include "../support/support.h"
-#include "handle_set_internal.h"
+#include "demux/handle_set_internal.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,11 +1,11 @@
 /*
- * test_job_queue.c - the bounded synchronized job queue (src/job_queue.c):
+ * test_job_queue.c - the bounded synchronized job queue (src/pool/job_queue.c):
  * FIFO order across the ring's wrap, the capacity bound (try-push fails, push
  * blocks until a pop), close waking blocked producers and consumers and
  * draining what is left, and many producers against many consumers with
  * every job delivered exactly once (run under TSan by `make test`).
  */
-#include "job_queue_internal.h"
+#include "pool/job_queue_internal.h"
 
 #include <check.h>
 #include <pthread.h>

@@ -22,7 +22,7 @@
 #include <cabrank/reactor.h>
 
 #include "../support/support.h"
-#include "lf_pool_internal.h"
+#include "pool/lf_pool_internal.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * test_prefork.c - the prefork model (src/model_prefork.c) end to end: the
+ * test_prefork.c - the prefork model (src/model/model_prefork.c) end to end: the
  * master (manager thread) runs in the test process, its workers are real
  * child processes, and the test drives clients over 127.0.0.1. The service
  * here answers each line with the pid of the worker process that served it,

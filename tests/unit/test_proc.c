@@ -1,5 +1,5 @@
 /*
- * test_proc.c - worker processes (src/proc.c): a spawned child runs its
+ * test_proc.c - worker processes (src/os/proc.c): a spawned child runs its
  * function and its result is the exit status reaped through the pidfd, which
  * becomes readable when the child exits (and not before); reap says -EAGAIN
  * while it runs; TERM and QUIT set the child's stop flag (graceful, now) and
@@ -7,8 +7,8 @@
  * SIGTERM (PR_SET_PDEATHSIG); describe formats statuses; close_fds_except
  * keeps exactly what it is told to.
  */
-#include "conn_internal.h"
-#include "proc_internal.h"
+#include "net/conn_internal.h"
+#include "os/proc_internal.h"
 
 #include <check.h>
 #include <fcntl.h>

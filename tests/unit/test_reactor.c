@@ -7,8 +7,8 @@
 #include <cabrank/reactor.h>
 
 #include "../support/support.h"
+#include "demux/reactor_internal.h"
 #include "os/clock_internal.h"
-#include "reactor_internal.h"
 
 #include <check.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /*
- * test_scoreboard.c - the process models' scoreboard (src/scoreboard.c):
+ * test_scoreboard.c - the process models' scoreboard (src/pool/scoreboard.c):
  * claim hands out distinct free slots in state STARTING with zeroed counters
  * and a new tag, -ENOSPC when full; release frees; evict frees the oldest
  * generation's stopping worker and changes its tag (owns fails for it);
@@ -7,7 +7,7 @@
  * busy_ns; count filters by generation and state; what a forked child writes
  * the parent reads (shared memory); the capacity formula.
  */
-#include "scoreboard_internal.h"
+#include "pool/scoreboard_internal.h"
 
 #include <cabrank/clock.h>
 

@@ -18,7 +18,7 @@
 
 #include "../support/services.h"
 #include "../support/support.h"
-#include "conn_internal.h"
+#include "net/conn_internal.h"
 
 #include <check.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * test_session.c - the Session Context Manager (src/session.c): the
+ * test_session.c - the Session Context Manager (src/pool/session.c): the
  * create/acquire/release/remove round trip and its errors (-ENOENT, -EBUSY,
  * -EAGAIN at max_sessions with the context left to the caller), expiry by
  * cr_session_expire and by the amortised sweep of create/acquire alone, with

@@ -1,0 +1,53 @@
+/*
+ * role.c - the role clock of role_internal.h: which role a model's thread is
+ * in and how long it spent in each, written by that thread and read by
+ * cr_server_stats() on any thread. Used by the reactor, hshr and tpc models.
+ * Owns nothing; the clock is embedded in the model's per-thread struct.
+ */
+#include <cabrank/clock.h>
+
+#include "pool/role_internal.h"
+
+#include <string.h>
+
+void cr__role_set_at(struct cr__role_clock *c, enum cr_role role, uint64_t now)
+{
+    /* Relaxed loads of our own fields: only this thread writes them. */
+    int old = __atomic_load_n(&c->role, __ATOMIC_RELAXED);
+    uint64_t since = __atomic_load_n(&c->since, __ATOMIC_RELAXED);
+
+    if (old == (int)role && since != 0)
+        return;
+    /* Relaxed stores: statistics read by cr__role_read, ordering nothing.
+     * since == 0: never entered a role, so no time to charge. */
+    if (since != 0)
+        __atomic_store_n(&c->role_ns[old],
+                         __atomic_load_n(&c->role_ns[old], __ATOMIC_RELAXED) + (now - since),
+                         __ATOMIC_RELAXED);
+    __atomic_store_n(&c->since, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->role, (int)role, __ATOMIC_RELAXED);
+}
+
+void cr__role_set(struct cr__role_clock *c, enum cr_role role)
+{
+    /* Relaxed: our own fields. A loop that stays put reads no clock. */
+    if (__atomic_load_n(&c->role, __ATOMIC_RELAXED) == (int)role &&
+        __atomic_load_n(&c->since, __ATOMIC_RELAXED) != 0)
+        return;
+    cr__role_set_at(c, role, cr_clock_now_ns());
+}
+
+void cr__role_read(const struct cr__role_clock *c, uint64_t now, struct cr_worker_stats *out)
+{
+    /* Relaxed: pairs with nothing; see role_internal.h on role and since. */
+    int role = __atomic_load_n(&c->role, __ATOMIC_RELAXED);
+    uint64_t since = __atomic_load_n(&c->since, __ATOMIC_RELAXED);
+
+    memset(out, 0, sizeof(*out));
+    out->role = (enum cr_role)role;
+    out->events = __atomic_load_n(&c->events, __ATOMIC_RELAXED);
+    for (int i = 0; i < CR_ROLE_COUNT; i++)
+        out->role_ns[i] = __atomic_load_n(&c->role_ns[i], __ATOMIC_RELAXED);
+    if (since != 0 && now > since && (unsigned)role < CR_ROLE_COUNT)
+        out->role_ns[role] += now - since;
+}
