@@ -4,9 +4,11 @@
 # program under each variant, each under a timeout, then each fuzz target over
 # its corpus fuzz/corpus/<target>/ (one pass per target). Ends with one line
 # `tests: N passed, N failed` over everything, and fails if anything failed.
+# `tests/run.sh unit` (make test-unit) runs the unit tests only.
 set -u
 cd "$(dirname "$0")/.."
 B=${BUILD:-build}
+only=${1:-all}
 
 passed=0
 failed=0
@@ -132,6 +134,7 @@ fuzz_replay() { # dir
     done
 }
 
+if [ "$only" = all ]; then
 echo "== format check"
 if make -s --no-print-directory BUILD="$B" format-check; then
     passed=$((passed + 1))
@@ -151,6 +154,7 @@ else
     failed=$((failed + 1))
     failures+=("bench/httpd_vs_peers.sh --report (expected: $hvp/expected.md)")
 fi
+fi
 
 # ASan's runner is the longest (about 10 min alone, against 3 for release
 # and 6 for TSan), so two runners share its suites through a queue file
@@ -167,10 +171,12 @@ unit_finish release "$B" "${unit_pids[0]}"
 unit_finish "asan 1/2" "$B/asan" "${unit_pids[1]}"
 unit_finish "asan 2/2" "$B/asan" "${unit_pids[2]}"
 unit_finish tsan "$B/tsan" "${unit_pids[3]}"
-integration release "$B"
-integration asan "$B/asan"
-integration tsan "$B/tsan"
-fuzz_replay "$B"
+if [ "$only" = all ]; then
+    integration release "$B"
+    integration asan "$B/asan"
+    integration tsan "$B/tsan"
+    fuzz_replay "$B"
+fi
 
 echo
 for f in "${failures[@]}"; do echo "failed: $f"; done
