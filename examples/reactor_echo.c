@@ -1,6 +1,7 @@
 /*
  * reactor_echo.c - a single-threaded TCP echo server on the cabrank Reactor:
- * the simplest of the concurrency models, and the program `make run` starts.
+ * the simplest of the concurrency models (make install puts it in place as
+ * cabrank-echo, and build/cabrank-echo links to it).
  * One thread runs cr_reactor_run(); a cr_acceptor per listening address hands
  * it new connections, each with a fixed 16 KiB buffer. What a client sends
  * comes back; while a reply cannot be written the connection stops reading,
@@ -13,6 +14,7 @@
  *
  * Build: cc -O2 examples/reactor_echo.c $(pkg-config --cflags --libs cabrank)
  * Run:   reactor_echo --listen 127.0.0.1:8080 [--listen [::1]:8080] [--backend poll]
+ * Messages name the program as it was run (reactor_echo, cabrank-echo).
  */
 #include <cabrank/handle_set.h>
 #include <cabrank/listener.h>
@@ -26,7 +28,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define PROG           "reactor_echo"
 #define DEFAULT_LISTEN "127.0.0.1:8080"
 #define MAX_LISTENERS  16
 #define CONN_BUF_SIZE  (16 * 1024)
@@ -34,6 +35,9 @@
  * readiness brings a busy connection straight back. */
 #define READS_PER_EVENT 16
 #define EXIT_USAGE      2
+
+/* The name the program was run as, for messages. */
+static const char *prog = "reactor_echo";
 
 struct server;
 
@@ -191,12 +195,14 @@ static void on_signal(struct cr_reactor *r, int signo, void *arg)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: " PROG " [--listen ADDR]... [--backend NAME] [--help]\n"
-               "  --listen ADDR    address to serve, repeatable (default " DEFAULT_LISTEN "):\n"
-               "                   127.0.0.1:8080, [::1]:8080, [::]:8080, *:8080, :8080\n"
-               "  --backend NAME   handle set: epoll (default), poll or select\n"
-               "  --help           this text\n"
-               "Echoes what each client sends. SIGTERM or SIGINT stops it.\n");
+    fprintf(f,
+            "usage: %s [--listen ADDR]... [--backend NAME] [--help]\n"
+            "  --listen ADDR    address to serve, repeatable (default " DEFAULT_LISTEN "):\n"
+            "                   127.0.0.1:8080, [::1]:8080, [::]:8080, *:8080, :8080\n"
+            "  --backend NAME   handle set: epoll (default), poll or select\n"
+            "  --help           this text\n"
+            "Echoes what each client sends. SIGTERM or SIGINT stops it.\n",
+            prog);
 }
 
 static bool is_backend(const char *name)
@@ -221,7 +227,7 @@ static const char *option_value(int argc, char **argv, int *i, const char *name)
     if (argv[*i][len] != '\0')
         return NULL;
     if (*i + 1 >= argc) {
-        fprintf(stderr, PROG ": %s needs a value (see --help)\n", name);
+        fprintf(stderr, "%s: %s needs a value (see --help)\n", prog, name);
         exit(EXIT_USAGE);
     }
     return argv[++*i];
@@ -239,22 +245,22 @@ static void parse_options(int argc, char **argv, struct options *o)
             exit(EXIT_SUCCESS);
         } else if ((v = option_value(argc, argv, &i, "--listen")) != NULL) {
             if (cr_listener_parse(v, &ss, &len) < 0) {
-                fprintf(stderr, PROG ": bad address '%s' (numeric, with a port)\n", v);
+                fprintf(stderr, "%s: bad address '%s' (numeric, with a port)\n", prog, v);
                 exit(EXIT_USAGE);
             }
             if (o->nlisten == MAX_LISTENERS) {
-                fprintf(stderr, PROG ": at most %d --listen\n", MAX_LISTENERS);
+                fprintf(stderr, "%s: at most %d --listen\n", prog, MAX_LISTENERS);
                 exit(EXIT_USAGE);
             }
             o->listen[o->nlisten++] = v;
         } else if ((v = option_value(argc, argv, &i, "--backend")) != NULL) {
             if (!is_backend(v)) {
-                fprintf(stderr, PROG ": unknown backend '%s' (epoll, poll or select)\n", v);
+                fprintf(stderr, "%s: unknown backend '%s' (epoll, poll or select)\n", prog, v);
                 exit(EXIT_USAGE);
             }
             o->backend = v;
         } else {
-            fprintf(stderr, PROG ": unknown option '%s' (see --help)\n", argv[i]);
+            fprintf(stderr, "%s: unknown option '%s' (see --help)\n", prog, argv[i]);
             exit(EXIT_USAGE);
         }
     }
@@ -273,7 +279,7 @@ static int add_listener(struct server *srv, const char *address)
 
     err = cr_listener_open(&fd, &lcfg);
     if (err < 0) {
-        fprintf(stderr, PROG ": listening on %s: %s\n", address, strerror(-err));
+        fprintf(stderr, "%s: listening on %s: %s\n", prog, address, strerror(-err));
         return err;
     }
     err = cr_listener_address(fd, bound, sizeof(bound));
@@ -288,7 +294,7 @@ static int add_listener(struct server *srv, const char *address)
     return 0;
 
 out_close_fd:
-    fprintf(stderr, PROG ": %s: %s\n", address, strerror(-err));
+    fprintf(stderr, "%s: %s: %s\n", prog, address, strerror(-err));
     close(fd);
     return err;
 }
@@ -313,25 +319,27 @@ int main(int argc, char **argv)
     struct cr_reactor_config rcfg = {0};
     int err;
 
+    if (argc > 0 && argv[0][0] != '\0')
+        prog = strrchr(argv[0], '/') != NULL ? strrchr(argv[0], '/') + 1 : argv[0];
     parse_options(argc, argv, &o);
     /* Before anything else, so no thread, now or later, takes them the
      * default way: they arrive through the reactor's signalfd. */
     err = cr_reactor_block_signals();
     if (err < 0) {
-        fprintf(stderr, PROG ": blocking signals: %s\n", strerror(-err));
+        fprintf(stderr, "%s: blocking signals: %s\n", prog, strerror(-err));
         return EXIT_FAILURE;
     }
     rcfg.backend = o.backend;
     err = cr_reactor_create(&srv.r, &rcfg);
     if (err < 0) {
-        fprintf(stderr, PROG ": reactor (%s): %s\n", o.backend ? o.backend : "default",
+        fprintf(stderr, "%s: reactor (%s): %s\n", prog, o.backend ? o.backend : "default",
                 strerror(-err));
         return EXIT_FAILURE;
     }
     for (size_t i = 0; i < sizeof(stop_signals) / sizeof(stop_signals[0]); i++) {
         err = cr_reactor_signal_add(srv.r, stop_signals[i], on_signal, NULL);
         if (err < 0) {
-            fprintf(stderr, PROG ": %s: %s\n", strsignal(stop_signals[i]), strerror(-err));
+            fprintf(stderr, "%s: %s: %s\n", prog, strsignal(stop_signals[i]), strerror(-err));
             goto out_fini;
         }
     }
@@ -341,12 +349,12 @@ int main(int argc, char **argv)
             goto out_fini;
     }
     fflush(stdout);
-    CR_LOG(CR_LOG_INFO, PROG ": %d listener(s), backend %s", srv.nlisteners,
+    CR_LOG(CR_LOG_INFO, "%s: %d listener(s), backend %s", prog, srv.nlisteners,
            cr_reactor_backend(srv.r));
     err = cr_reactor_run(srv.r);
     if (err < 0)
-        fprintf(stderr, PROG ": reactor: %s\n", strerror(-err));
-    CR_LOG(CR_LOG_INFO, PROG ": served %lu connection(s)", srv.served);
+        fprintf(stderr, "%s: reactor: %s\n", prog, strerror(-err));
+    CR_LOG(CR_LOG_INFO, "%s: served %lu connection(s)", prog, srv.served);
 
 out_fini:
     server_fini(&srv);
