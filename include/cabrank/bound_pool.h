@@ -43,6 +43,7 @@
 
 #include <cabrank/common.h>
 #include <cabrank/lf_pool.h>
+#include <cabrank/u64_table.h>
 
 #include <pthread.h>
 
@@ -86,11 +87,10 @@ struct cr_bound_ctx {
     /* Private to the pool. */
     pthread_cond_t cond;
     struct cr_lf_waiter lfw;
-    struct cr_bound_ctx *hnext;
+    struct cr_u64_node hnode; /* key: the request id */
     struct cr_bound_ctx *fnext;
     struct cr_bound_ctx *fprev;
     pthread_t owner;
-    uint64_t id;
     void *buf;
     size_t cap;
     ssize_t result;

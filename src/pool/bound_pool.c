@@ -47,6 +47,7 @@
 #include <cabrank/clock.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/reactor.h>
+#include <cabrank/u64_table.h>
 
 #include "os/sync_internal.h"
 
@@ -62,8 +63,8 @@
 
 #define DEFAULT_READ_BUFFER (64 * 1024)
 #define DEFAULT_BUCKETS     256u
-#define MIN_BUCKETS         16u
-#define MAX_BUCKETS         (1u << 20)
+#define MIN_BUCKET_BITS     4
+#define MAX_BUCKET_BITS     20
 /* Reads per readiness event in hybrid mode before the handle is re-armed:
  * bounds the time one pool thread spends on the connection. */
 #define READS_PER_EVENT 16
@@ -98,17 +99,15 @@ struct cr_bound_pool {
     cr_bound_fail_fn *on_fail;
     void *fail_arg;
     size_t rcap;
-    unsigned nbuckets; /* a power of two */
-    unsigned hash_shift;
     int wake_fd; /* standalone: eventfd that interrupts the leader's poll */
 
     struct cr_mutex send_lock;
 
     struct cr_mutex lock;
     /* Protected by lock. */
-    struct cr_bound_ctx **buckets;
-    struct conn *conn; /* the live connection, NULL if none */
-    int fail_err;      /* what calls get while conn is NULL */
+    struct cr_u64_table ids; /* registered contexts by request id; fixed size */
+    struct conn *conn;       /* the live connection, NULL if none */
+    int fail_err;            /* what calls get while conn is NULL */
     uint64_t next_gen;
     struct cr_bound_ctx *leader; /* standalone */
     struct cr_bound_ctx *fhead;  /* standalone: followers, oldest first */
@@ -186,36 +185,20 @@ void cr_bound_ctx_fini(struct cr_bound_ctx *c)
 
 /* ------------------------------------------------------------------ id table */
 
-static struct cr_bound_ctx **bucket_of(struct cr_bound_pool *p, uint64_t id)
-{
-    /* Fibonacci hashing: ids are often sequential, the multiply spreads them. */
-    return &p->buckets[(id * UINT64_C(0x9E3779B97F4A7C15)) >> p->hash_shift];
-}
-
 static struct cr_bound_ctx *lookup(struct cr_bound_pool *p, uint64_t id)
 {
-    struct cr_bound_ctx *c;
+    struct cr_u64_node *n;
 
     cr_mutex_assert_held(&p->lock);
-    for (c = *bucket_of(p, id); c != NULL; c = c->hnext) {
-        if (c->id == id)
-            return c;
-    }
-    return NULL;
+    n = cr_u64_table_find(&p->ids, id);
+    return n == NULL ? NULL : cr_u64_table_entry(n, struct cr_bound_ctx, hnode);
 }
 
 static void unregister(struct cr_bound_pool *p, struct cr_bound_ctx *c)
 {
-    struct cr_bound_ctx **pp = bucket_of(p, c->id);
-
     cr_mutex_assert_held(&p->lock);
     assert(c->state == CTX_REGISTERED);
-    while (*pp != c) {
-        assert(*pp != NULL);
-        pp = &(*pp)->hnext;
-    }
-    *pp = c->hnext;
-    c->hnext = NULL;
+    cr_u64_table_remove(&p->ids, &c->hnode);
     p->st.registered--;
 }
 
@@ -324,6 +307,8 @@ static void conn_put(struct cr_bound_pool *p, struct conn *conn)
  */
 static bool fail_locked(struct cr_bound_pool *p, struct conn *conn, int err)
 {
+    struct cr_u64_table_iter it = {0};
+
     cr_mutex_assert_held(&p->lock);
     if (conn == NULL || p->conn != conn)
         return false;
@@ -341,10 +326,10 @@ static bool fail_locked(struct cr_bound_pool *p, struct conn *conn, int err)
     }
     /* Wakes a sender blocked in poll(POLLOUT) and a leader in poll(POLLIN). */
     (void)shutdown(conn->fd, SHUT_RDWR);
-    for (unsigned i = 0; i < p->nbuckets; i++) {
-        while (p->buckets[i] != NULL)
-            complete(p, p->buckets[i], err);
-    }
+    /* complete() takes each context out of the table: the walk allows it. */
+    for (struct cr_u64_node *n = cr_u64_table_next(&p->ids, &it); n != NULL;
+         n = cr_u64_table_next(&p->ids, &it))
+        complete(p, cr_u64_table_entry(n, struct cr_bound_ctx, hnode), err);
     if (p->wake_fd >= 0) {
         uint64_t one = 1;
 
@@ -662,16 +647,13 @@ static void on_readable(struct cr_reactor *r, int fd, unsigned events, void *arg
 int cr_bound_pool_create(struct cr_bound_pool **out, const struct cr_bound_pool_config *cfg)
 {
     struct cr_bound_pool *p;
-    unsigned buckets = MIN_BUCKETS;
-    unsigned bits = 4;
+    unsigned bits = MIN_BUCKET_BITS;
     int err;
 
     if (cfg == NULL || cfg->decode == NULL || (cfg->lf == NULL) != (cfg->reactor == NULL))
         return -EINVAL;
-    while (buckets < (cfg->buckets ? cfg->buckets : DEFAULT_BUCKETS) && buckets < MAX_BUCKETS) {
-        buckets <<= 1;
+    while ((1u << bits) < (cfg->buckets ? cfg->buckets : DEFAULT_BUCKETS) && bits < MAX_BUCKET_BITS)
         bits++;
-    }
     p = calloc(1, sizeof(*p));
     if (p == NULL)
         return -ENOMEM;
@@ -682,18 +664,16 @@ int cr_bound_pool_create(struct cr_bound_pool **out, const struct cr_bound_pool_
     p->on_fail = cfg->on_fail;
     p->fail_arg = cfg->fail_arg;
     p->rcap = cfg->read_buffer ? cfg->read_buffer : DEFAULT_READ_BUFFER;
-    p->nbuckets = buckets;
-    p->hash_shift = 64 - bits;
     p->fail_err = -ENOTCONN;
     p->wake_fd = -1;
 
-    err = -ENOMEM;
-    p->buckets = calloc(buckets, sizeof(*p->buckets));
-    if (p->buckets == NULL)
+    err = cr_u64_table_init(&p->ids, bits, bits);
+    if (err != 0)
         goto out_free_pool;
+    err = -ENOMEM;
     p->rbuf = malloc(p->rcap);
     if (p->rbuf == NULL)
-        goto out_free_buckets;
+        goto out_fini_ids;
     if (p->lf == NULL) {
         p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (p->wake_fd < 0) {
@@ -717,8 +697,8 @@ out_close_wake:
         close(p->wake_fd);
 out_free_rbuf:
     free(p->rbuf);
-out_free_buckets:
-    free(p->buckets);
+out_fini_ids:
+    cr_u64_table_fini(&p->ids);
 out_free_pool:
     free(p);
     return err;
@@ -749,7 +729,7 @@ void cr_bound_pool_destroy(struct cr_bound_pool *p)
     if (p->wake_fd >= 0)
         close(p->wake_fd);
     free(p->rbuf);
-    free(p->buckets);
+    cr_u64_table_fini(&p->ids);
     free(p);
 }
 
@@ -808,7 +788,6 @@ uint64_t cr_bound_pool_next_id(struct cr_bound_pool *p)
 int cr_bound_pool_expect(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t id, void *buf,
                          size_t cap)
 {
-    struct cr_bound_ctx **head;
     int err = 0;
 
     if (buf == NULL && cap > 0)
@@ -826,7 +805,7 @@ int cr_bound_pool_expect(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64
         err = -EEXIST;
         goto out_unlock;
     }
-    c->id = id;
+    c->hnode.key = id;
     c->buf = buf;
     c->cap = cap;
     c->owner = pthread_self();
@@ -835,9 +814,7 @@ int cr_bound_pool_expect(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64
     c->promoted = false;
     c->queued = false;
     c->state = CTX_REGISTERED;
-    head = bucket_of(p, id);
-    c->hnext = *head;
-    *head = c;
+    cr_u64_table_insert(&p->ids, &c->hnode);
     p->st.registered++;
 out_unlock:
     cr_mutex_unlock(&p->lock);

@@ -5,11 +5,10 @@
  * any number at once. Owns the entries and, until cr_session_remove hands one
  * back, the contexts (freed with cfg.free_ctx).
  *
- * Layout: 2^n shards picked by the id's low bits, each a mutex over a chained
- * hash table (the id's next bits pick the bucket: ids are random, so they
- * need no hashing) and an idle list of its checked-in sessions in release
- * order, oldest first, so a sweep stops at the first session not yet idle
- * long enough and costs O(expired + 1).
+ * Layout: 2^n shards picked by the id's low bits, each a mutex over a
+ * cr_u64_table (cabrank/u64_table.h, growing with the shard) and an idle list of its checked-in
+ * sessions in release order, oldest first, so a sweep stops at the first session not yet idle long
+ * enough and costs O(expired + 1).
  *
  * Lock order: a shard lock is a leaf. A thread holds at most one, calls no
  * free_ctx under it (expired entries are unlinked onto a local list and
@@ -25,6 +24,7 @@
  */
 #include <cabrank/clock.h>
 #include <cabrank/session.h>
+#include <cabrank/u64_table.h>
 
 #include "os/sync_internal.h"
 
@@ -36,13 +36,12 @@
 #define DEFAULT_SHARDS      64u
 #define MAX_SHARDS          65536u
 #define INITIAL_BUCKET_BITS 3
-#define MAX_BUCKETS_PER_LOG 40 /* 2^40 chains per shard: more than memory holds */
 
 struct entry {
-    uint64_t id;
+    struct cr_u64_node node; /* key: the session id */
     void *ctx;
-    struct entry *chain; /* next in the hash bucket */
-    /* On the shard's idle list while checked in. */
+    /* On the shard's idle list while checked in; once unlinked from the
+     * table, idle_next chains the entries waiting to be freed. */
     struct entry *idle_prev;
     struct entry *idle_next;
     uint64_t released_ns; /* when last checked in (or created) */
@@ -52,9 +51,7 @@ struct entry {
 struct shard {
     struct cr_mutex lock;
     /* Protected by lock. */
-    struct entry **buckets;
-    unsigned bucket_bits;
-    size_t count;
+    struct cr_u64_table table;
     struct entry *idle_head; /* released longest ago */
     struct entry *idle_tail;
     /* Atomic: read without the lock to decide whether a sweep is due; a
@@ -96,55 +93,13 @@ static struct shard *shard_of(struct cr_session_mgr *m, uint64_t id)
     return &m->shards[id & (shard_count(m) - 1)];
 }
 
-static struct entry **bucket_of(const struct cr_session_mgr *m, struct shard *s, uint64_t id)
+static struct entry *lookup(struct shard *s, uint64_t id)
 {
-    /* The low shard_bits chose the shard; the bits above them spread the
-     * bucket. shard_bits <= 16 and bucket_bits <= 40 fit in 64. */
-    uint64_t mask = (UINT64_C(1) << s->bucket_bits) - 1;
-
-    return &s->buckets[(id >> m->shard_bits) & mask];
-}
-
-static struct entry *lookup(const struct cr_session_mgr *m, struct shard *s, uint64_t id)
-{
-    cr_mutex_assert_held(&s->lock);
-    for (struct entry *e = *bucket_of(m, s, id); e != NULL; e = e->chain) {
-        if (e->id == id)
-            return e;
-    }
-    return NULL;
-}
-
-/* Doubles the bucket array; on allocation failure the chains just grow
- * longer, which is slower but correct, so it is not an error. */
-static void grow(const struct cr_session_mgr *m, struct shard *s)
-{
-    unsigned old_bits = s->bucket_bits;
-    struct entry **old = s->buckets;
-    size_t old_n = (size_t)1 << old_bits;
-    struct entry **nb;
+    struct cr_u64_node *n;
 
     cr_mutex_assert_held(&s->lock);
-    if (old_bits >= MAX_BUCKETS_PER_LOG)
-        return;
-    nb = calloc(old_n * 2, sizeof(*nb));
-    if (nb == NULL)
-        return;
-    s->buckets = nb;
-    s->bucket_bits = old_bits + 1;
-    for (size_t i = 0; i < old_n; i++) {
-        struct entry *e = old[i];
-
-        while (e != NULL) {
-            struct entry *next = e->chain;
-            struct entry **b = bucket_of(m, s, e->id);
-
-            e->chain = *b;
-            *b = e;
-            e = next;
-        }
-    }
-    free(old);
+    n = cr_u64_table_find(&s->table, id);
+    return n == NULL ? NULL : cr_u64_table_entry(n, struct entry, node);
 }
 
 static void idle_push(struct shard *s, struct entry *e)
@@ -176,13 +131,8 @@ static void idle_unlink(struct shard *s, struct entry *e)
  * max_sessions at once, so a free_ctx or another thread may create again. */
 static void table_unlink(struct cr_session_mgr *m, struct shard *s, struct entry *e)
 {
-    struct entry **pp = bucket_of(m, s, e->id);
-
     cr_mutex_assert_held(&s->lock);
-    while (*pp != e)
-        pp = &(*pp)->chain;
-    *pp = e->chain;
-    s->count--;
+    cr_u64_table_remove(&s->table, &e->node);
     /* Relaxed: the reservation counter orders nothing (see the struct). */
     __atomic_fetch_sub(&m->live, 1, __ATOMIC_RELAXED);
 }
@@ -202,8 +152,8 @@ static bool is_expired(const struct cr_session_mgr *m, const struct entry *e, ui
     return !e->checked_out && now > e->released_ns && now - e->released_ns > m->timeout_ns;
 }
 
-/* Moves every expired entry of s onto *dead (linked by chain); returns how
- * many. Caller holds s->lock. */
+/* Moves every expired entry of s onto *dead (linked by idle_next); returns
+ * how many. Caller holds s->lock. */
 static unsigned collect_expired(struct cr_session_mgr *m, struct shard *s, uint64_t now,
                                 struct entry **dead)
 {
@@ -218,7 +168,7 @@ static unsigned collect_expired(struct cr_session_mgr *m, struct shard *s, uint6
 
         idle_unlink(s, e);
         table_unlink(m, s, e);
-        e->chain = *dead;
+        e->idle_next = *dead;
         *dead = e;
         n++;
     }
@@ -230,7 +180,7 @@ static unsigned collect_expired(struct cr_session_mgr *m, struct shard *s, uint6
 static void free_dead(struct cr_session_mgr *m, struct entry *dead)
 {
     while (dead != NULL) {
-        struct entry *next = dead->chain;
+        struct entry *next = dead->idle_next;
 
         if (m->free_ctx != NULL)
             m->free_ctx(dead->ctx, m->free_arg);
@@ -317,15 +267,13 @@ int cr_session_mgr_create(struct cr_session_mgr **out, const struct cr_session_c
     for (init = 0; init < n; init++) {
         struct shard *s = &m->shards[init];
 
-        *s = (struct shard){.bucket_bits = INITIAL_BUCKET_BITS, .last_sweep_ns = now};
-        s->buckets = calloc((size_t)1 << INITIAL_BUCKET_BITS, sizeof(*s->buckets));
-        if (s->buckets == NULL) {
-            err = -ENOMEM;
+        *s = (struct shard){.last_sweep_ns = now};
+        err = cr_u64_table_init(&s->table, INITIAL_BUCKET_BITS, CR_U64_TABLE_MAX_BITS);
+        if (err != 0)
             goto out_fini_shards;
-        }
         err = cr_mutex_init(&s->lock);
         if (err != 0) {
-            free(s->buckets);
+            cr_u64_table_fini(&s->table);
             goto out_fini_shards;
         }
     }
@@ -335,7 +283,7 @@ int cr_session_mgr_create(struct cr_session_mgr **out, const struct cr_session_c
 out_fini_shards:
     while (init-- > 0) {
         cr_mutex_fini(&m->shards[init].lock);
-        free(m->shards[init].buckets);
+        cr_u64_table_fini(&m->shards[init].table);
     }
     free(m->shards);
 out_free_mgr:
@@ -349,23 +297,20 @@ void cr_session_mgr_destroy(struct cr_session_mgr *m)
         return;
     for (unsigned i = 0; i < shard_count(m); i++) {
         struct shard *s = &m->shards[i];
-        size_t nb = (size_t)1 << s->bucket_bits;
+        struct cr_u64_table_iter it = {0};
+        struct cr_u64_node *n;
 
         /* No other call runs (the contract), so no lock: free_ctx may not
-         * call back into a manager being destroyed. */
-        for (size_t b = 0; b < nb; b++) {
-            struct entry *e = s->buckets[b];
+         * call back into a manager being destroyed. The walk allows freeing
+         * the node it returned. */
+        while ((n = cr_u64_table_next(&s->table, &it)) != NULL) {
+            struct entry *e = cr_u64_table_entry(n, struct entry, node);
 
-            while (e != NULL) {
-                struct entry *next = e->chain;
-
-                if (m->free_ctx != NULL)
-                    m->free_ctx(e->ctx, m->free_arg);
-                free(e);
-                e = next;
-            }
+            if (m->free_ctx != NULL)
+                m->free_ctx(e->ctx, m->free_arg);
+            free(e);
         }
-        free(s->buckets);
+        cr_u64_table_fini(&s->table);
         cr_mutex_fini(&s->lock);
     }
     free(m->shards);
@@ -414,12 +359,12 @@ int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_t *id)
     for (;;) {
         struct shard *s;
 
-        err = draw_id(&e->id);
+        err = draw_id(&e->node.key);
         if (err != 0)
             goto out_free_entry;
-        s = shard_of(m, e->id);
+        s = shard_of(m, e->node.key);
         cr_mutex_lock(&s->lock);
-        if (lookup(m, s, e->id) != NULL) {
+        if (lookup(s, e->node.key) != NULL) {
             cr_mutex_unlock(&s->lock);
             continue;
         }
@@ -428,14 +373,9 @@ int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_t *id)
         /* Read under the lock: keeps the idle list in time order. */
         now = cr_clock_now_ns();
         e->released_ns = now;
-        if (s->count >= ((size_t)1 << s->bucket_bits))
-            grow(m, s);
-        struct entry **b = bucket_of(m, s, e->id);
-        e->chain = *b;
-        *b = e;
-        s->count++;
+        cr_u64_table_insert(&s->table, &e->node);
         idle_push(s, e);
-        *id = e->id;
+        *id = e->node.key;
         cr_mutex_unlock(&s->lock);
         break;
     }
@@ -461,7 +401,7 @@ int cr_session_acquire(struct cr_session_mgr *m, uint64_t id, void **ctx)
 
     cr_mutex_lock(&s->lock);
     now = cr_clock_now_ns();
-    e = lookup(m, s, id);
+    e = lookup(s, id);
     if (e == NULL) {
         err = -ENOENT;
     } else if (e->checked_out) {
@@ -471,7 +411,7 @@ int cr_session_acquire(struct cr_session_mgr *m, uint64_t id, void **ctx)
          * because no sweep has reached it yet. */
         idle_unlink(s, e);
         table_unlink(m, s, e);
-        e->chain = NULL;
+        e->idle_next = NULL;
         dead = e;
         err = -ENOENT;
     } else {
@@ -500,7 +440,7 @@ void cr_session_release(struct cr_session_mgr *m, uint64_t id)
     struct entry *e;
 
     cr_mutex_lock(&s->lock);
-    e = lookup(m, s, id);
+    e = lookup(s, id);
     /* Releasing what the caller does not hold is a caller bug that we cannot
      * tell apart from another holder's id; leave the session as it is. */
     if (e != NULL && e->checked_out) {
@@ -518,7 +458,7 @@ int cr_session_remove(struct cr_session_mgr *m, uint64_t id, void **ctx)
     struct entry *e;
 
     cr_mutex_lock(&s->lock);
-    e = lookup(m, s, id);
+    e = lookup(s, id);
     if (e == NULL) {
         cr_mutex_unlock(&s->lock);
         return -ENOENT;
