@@ -1,110 +1,56 @@
 /*
- * gateway.c - cabrank-gateway's core (gateway.h): the front-end
- * communication server of the Leader/Followers paper's OLTP example, built as
- * the paper's hybrid client/server. One reactor holds the listener, every
- * client connection (one-shot) and every back-end connection (one-shot,
- * registered by its hybrid cr_bound_pool); one cr_lf_pool serves it. A
- * client handler forwards a request and waits in cr_bound_pool_join, which
- * rejoins the L/F pool: while it waits, the thread leads or follows and
- * serves other clients and other replies, so no number of waiting requests
- * can starve the pool (the hybrid deadlock test).
+ * gateway.c - cabrank-gateway's core (gateway.h), its client side: the
+ * front-end communication server of the Leader/Followers paper's OLTP
+ * example, built as the paper's hybrid client/server. One reactor holds the
+ * listener, every client connection (one-shot) and every back-end connection
+ * (one-shot, registered by its hybrid cr_bound_pool: gateway_backend.c); one
+ * cr_lf_pool serves it. A client handler forwards a request and waits in
+ * cr_bound_pool_join, which rejoins the L/F pool: while it waits, the thread
+ * leads or follows and serves other clients and other replies, so no number
+ * of waiting requests can starve the pool (the hybrid deadlock test).
+ * Sessions stay on the back end that began them (gateway_pins.c).
  *
  * Threads: everything after start runs on the pool threads (client events,
  * back-end replies, the health and reconnect timers); create, start, stop and
  * destroy on the owner thread. A client is served by one thread at a time
  * (its handle is one-shot and reactivated at the end of the handler), so its
- * buffers and its bound-pool context need no lock.
+ * buffers and its bound-pool context need no lock. Owns the clients, the
+ * listener, the reactor and the pool.
  *
  * Nested waits: a thread waiting for reply A that takes a new client's
  * request B waits for B on top of A, so A's reply, once it is in, is passed
  * on only when B's wait ends (B's reply, a failure, or --timeout): each
  * thread has one stack. The failover unit test orders its steps for it.
  *
- * Lock order: backend.lock, then a bound pool's own locks (attach runs under
- * backend.lock; the pool's on_fail callback runs with no pool lock held and
- * takes backend.lock). gateway.lock (clients, sessions) is a leaf. No lock is
- * held across a join.
+ * Lock order: as gateway_internal.h says; gateway.lock (clients, pins) is a
+ * leaf, and no lock is held across a join.
  */
-#include "gateway.h"
+#include "gateway_internal.h"
 
-#include <cabrank/bound_pool.h>
-#include <cabrank/clock.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
-#include "proto.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#define DEFAULT_LISTEN     "127.0.0.1:7000"
-#define DEFAULT_THREADS    4
-#define DEFAULT_CONNS      2
-#define MAX_CONNS          64
-#define CONNECT_TIMEOUT_MS 1000
+#define DEFAULT_LISTEN  "127.0.0.1:7000"
+#define DEFAULT_THREADS 4
+#define DEFAULT_CONNS   2
+#define MAX_CONNS       64
 /* Client input: many pipelined requests (a request frame is at most 64 bytes). */
 #define CLIENT_IN_CAP 8192
 /* Reads of one client per event, so a client that never pauses cannot hold a
  * thread for ever (the handle fires again at once, level-triggered). */
-#define CLIENT_READS    16
-#define SESSION_BUCKETS 1024
+#define CLIENT_READS 16
 /* The largest request frame: a TRANSFER, 24 + 40 bytes. */
 #define REQ_FRAME_CAP 128
 /* Where a reply's status sits: the first two bytes of its body. */
 #define OFF_ID     8
 #define OFF_STATUS OLTP_HEADER_SIZE
-
-struct backend;
-
-/* One multiplexed connection to a back end. */
-struct link {
-    struct backend *be;
-    unsigned idx;
-    struct cr_bound_pool *bp;
-    /* Written under be->lock; read relaxed as a routing hint (the pool
-     * itself refuses a dead connection with an error). */
-    bool up;
-    /* Protected by be->lock. */
-    bool ever_up;
-    /* The reconnect timer's: one attempt pending at a time. */
-    unsigned backoff_ms;
-    /* Atomic, relaxed: requests in flight, a load-balancing hint. */
-    unsigned outstanding;
-    /* The health round's (one round at a time). */
-    struct cr_bound_ctx hctx;
-    bool hpending;
-    uint8_t hreply[OLTP_MAX_FRAME];
-};
-
-struct backend {
-    struct oltp_gateway *g;
-    unsigned idx;
-    /* Immutable after create. */
-    char addr[64];
-    struct sockaddr_storage ss;
-    socklen_t sslen;
-    struct link *links;
-    pthread_mutex_t lock;
-    /* Protected by lock; read relaxed by the router. */
-    unsigned up;    /* links up */
-    uint64_t epoch; /* bumped each time up falls to 0: sessions of before are gone */
-    /* Atomic, relaxed: counters and the load-balancing figure. */
-    unsigned outstanding;
-    uint64_t forwarded;
-    uint64_t failures;
-    uint64_t reconnects;
-};
 
 struct client {
     struct oltp_gateway *g;
@@ -119,58 +65,9 @@ struct client {
     uint8_t out[OLTP_MAX_FRAME];
 };
 
-/* A session pinned to the back end that began it. */
-struct pin {
-    struct pin *next;
-    uint64_t session;
-    unsigned backend;
-    uint64_t epoch;
-    uint64_t used_ns;
-};
-
-struct oltp_gateway {
-    /* Immutable after create. */
-    struct oltp_gateway_config cfg;
-    int listen_fd;
-    int port;
-    char address[64];
-    struct cr_reactor *r;
-    struct cr_lf_pool *lf;
-    struct cr_acceptor *acc;
-    struct backend *bes;
-    unsigned nbes;
-    unsigned nlinks; /* per back end */
-    bool started;
-    pthread_mutex_t lock;
-    pthread_cond_t idle;
-    /* Protected by lock. */
-    struct client *clients;
-    struct pin *pins[SESSION_BUCKETS];
-    unsigned npins;
-    /* Atomic: stopping is set once by stop (release) and read by handlers
-     * (acquire); busy counts client handlers running, its drop to 0 is
-     * signalled on idle under lock. */
-    int stopping;
-    int busy;
-    /* Atomic, relaxed: counters. */
-    uint64_t accepted;
-    uint64_t requests;
-    uint64_t local;
-    uint64_t forwarded;
-    uint64_t retried;
-    uint64_t in_doubt;
-    uint64_t unavailable;
-};
-
 static void count(uint64_t *c)
 {
     __atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
-}
-
-static bool is_stopping(struct oltp_gateway *g)
-{
-    /* Pairs with the release store in oltp_gateway_stop. */
-    return __atomic_load_n(&g->stopping, __ATOMIC_ACQUIRE) != 0;
 }
 
 static void put_u64(uint8_t *p, uint64_t v)
@@ -188,390 +85,6 @@ static uint64_t get_u64(const uint8_t *p)
     for (int i = 0; i < 8; i++)
         v = v << 8 | p[i];
     return v;
-}
-
-/* ------------------------------------------------------------------ sessions */
-
-static unsigned pin_bucket(uint64_t session)
-{
-    /* Ledger session ids are random; the multiply spreads test ids too. */
-    return (unsigned)((session * 0x9E3779B97F4A7C15ULL) >> 54) % SESSION_BUCKETS;
-}
-
-/* Remembers that session lives on back end be (which had epoch at the
- * request's send). A full table drops the pin: the session's requests then
- * get NO_SESSION, as if it had expired. */
-static void pin_session(struct oltp_gateway *g, uint64_t session, unsigned be, uint64_t epoch)
-{
-    struct pin *p = malloc(sizeof(*p));
-    unsigned b = pin_bucket(session);
-
-    if (p == NULL) {
-        CR_LOG(CR_LOG_WARN, "session %016llx: out of memory, not pinned",
-               (unsigned long long)session);
-        return;
-    }
-    p->session = session;
-    p->backend = be;
-    p->epoch = epoch;
-    p->used_ns = cr_clock_now_ns();
-    pthread_mutex_lock(&g->lock);
-    p->next = g->pins[b];
-    g->pins[b] = p;
-    g->npins++;
-    pthread_mutex_unlock(&g->lock);
-}
-
-/* The back end of session and its epoch; false if it is not pinned. */
-static bool find_session(struct oltp_gateway *g, uint64_t session, unsigned *be, uint64_t *epoch)
-{
-    bool found = false;
-
-    pthread_mutex_lock(&g->lock);
-    for (struct pin *p = g->pins[pin_bucket(session)]; p != NULL; p = p->next) {
-        if (p->session == session) {
-            *be = p->backend;
-            *epoch = p->epoch;
-            p->used_ns = cr_clock_now_ns();
-            found = true;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g->lock);
-    return found;
-}
-
-static void unpin_session(struct oltp_gateway *g, uint64_t session)
-{
-    pthread_mutex_lock(&g->lock);
-    for (struct pin **pp = &g->pins[pin_bucket(session)]; *pp != NULL; pp = &(*pp)->next) {
-        struct pin *p = *pp;
-
-        if (p->session == session) {
-            *pp = p->next;
-            g->npins--;
-            free(p);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&g->lock);
-}
-
-/* Forgets pins idle longer than session_idle_ms (the ledger expired them
- * long ago) and pins of back ends that went down since. */
-static void sweep_sessions(struct oltp_gateway *g)
-{
-    uint64_t now = cr_clock_now_ns();
-    uint64_t idle_ns = g->cfg.session_idle_ms * 1000000ULL;
-
-    pthread_mutex_lock(&g->lock);
-    for (unsigned b = 0; b < SESSION_BUCKETS; b++) {
-        struct pin **pp = &g->pins[b];
-
-        while (*pp != NULL) {
-            struct pin *p = *pp;
-            uint64_t epoch = __atomic_load_n(&g->bes[p->backend].epoch, __ATOMIC_RELAXED);
-
-            if (now - p->used_ns > idle_ns || epoch != p->epoch) {
-                *pp = p->next;
-                g->npins--;
-                free(p);
-            } else {
-                pp = &p->next;
-            }
-        }
-    }
-    pthread_mutex_unlock(&g->lock);
-}
-
-/* ------------------------------------------------------------------ back ends */
-
-static void on_reconnect(struct cr_reactor *r, uint64_t timer_id, void *arg);
-
-/* Connects to be within CONNECT_TIMEOUT_MS. The fd (returns owned) or -errno. */
-static int connect_backend(const struct backend *be)
-{
-    struct pollfd pfd;
-    int one = 1;
-    int soerr = 0;
-    socklen_t len = sizeof(soerr);
-    int fd;
-    int err;
-
-    fd = socket(be->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -errno;
-    if (connect(fd, (const struct sockaddr *)&be->ss, be->sslen) < 0) {
-        if (errno != EINPROGRESS) {
-            err = -errno;
-            goto out_close;
-        }
-        pfd.fd = fd;
-        pfd.events = POLLOUT;
-        pfd.revents = 0;
-        err = poll(&pfd, 1, CONNECT_TIMEOUT_MS);
-        if (err == 0) {
-            err = -ETIMEDOUT;
-            goto out_close;
-        }
-        if (err < 0) {
-            err = -errno;
-            goto out_close;
-        }
-        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0) {
-            err = -errno;
-            goto out_close;
-        }
-        if (soerr != 0) {
-            err = -soerr;
-            goto out_close;
-        }
-    }
-    /* Small frames, many in flight: no Nagle delay on either side. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    return fd;
-out_close:
-    close(fd);
-    return err;
-}
-
-static void schedule_reconnect(struct link *l, unsigned delay_ms)
-{
-    struct oltp_gateway *g = l->be->g;
-    int err;
-
-    if (is_stopping(g))
-        return;
-    err = cr_reactor_timer_add(g->r, delay_ms, on_reconnect, l, NULL);
-    if (err < 0)
-        CR_LOG(CR_LOG_ERROR, "backend %s: no reconnect timer: %s", l->be->addr, strerror(-err));
-}
-
-/* Connects link l and attaches it; 0 or -errno (l stays down). */
-static int bring_up(struct link *l)
-{
-    struct backend *be = l->be;
-    int fd = connect_backend(be);
-    int err;
-
-    if (fd < 0)
-        return fd;
-    pthread_mutex_lock(&be->lock);
-    err = cr_bound_pool_attach(l->bp, fd);
-    if (err == 0) {
-        if (l->ever_up)
-            __atomic_add_fetch(&be->reconnects, 1, __ATOMIC_RELAXED);
-        l->ever_up = true;
-        __atomic_store_n(&l->up, true, __ATOMIC_RELAXED);
-        __atomic_store_n(&be->up, be->up + 1, __ATOMIC_RELAXED);
-        l->backoff_ms = be->g->cfg.backoff_min_ms;
-    }
-    pthread_mutex_unlock(&be->lock);
-    if (err < 0) {
-        close(fd);
-        return err;
-    }
-    CR_LOG(CR_LOG_INFO, "backend %s: connection %u up", be->addr, l->idx);
-    return 0;
-}
-
-/* A reconnect attempt, on a pool thread; on failure the next one comes after
- * twice the delay, up to backoff_max_ms. */
-static void on_reconnect(struct cr_reactor *r, uint64_t timer_id, void *arg)
-{
-    struct link *l = arg;
-    const struct oltp_gateway_config *cfg = &l->be->g->cfg;
-    unsigned next;
-    int err;
-
-    (void)r;
-    (void)timer_id;
-    if (is_stopping(l->be->g))
-        return;
-    err = bring_up(l);
-    if (err == 0)
-        return;
-    CR_LOG(CR_LOG_DEBUG, "backend %s: connect: %s", l->be->addr, strerror(-err));
-    next = l->backoff_ms * 2;
-    l->backoff_ms = next > cfg->backoff_max_ms ? cfg->backoff_max_ms : next;
-    schedule_reconnect(l, l->backoff_ms);
-}
-
-/*
- * The bound pool's on_fail: the connection ended (EOF, error, a health
- * timeout), its waiters already have the error. Marks the link down (the
- * back end down with its last link, which ends its sessions) and starts the
- * reconnect back-off.
- */
-static void on_link_fail(struct cr_bound_pool *p, int err, void *arg)
-{
-    struct link *l = arg;
-    struct backend *be = l->be;
-    bool down = false;
-
-    (void)p;
-    pthread_mutex_lock(&be->lock);
-    if (l->up) {
-        __atomic_store_n(&l->up, false, __ATOMIC_RELAXED);
-        __atomic_store_n(&be->up, be->up - 1, __ATOMIC_RELAXED);
-        if (be->up == 0) {
-            __atomic_store_n(&be->epoch, be->epoch + 1, __ATOMIC_RELAXED);
-            down = true;
-        }
-    }
-    l->backoff_ms = be->g->cfg.backoff_min_ms;
-    pthread_mutex_unlock(&be->lock);
-    __atomic_add_fetch(&be->failures, 1, __ATOMIC_RELAXED);
-    CR_LOG(CR_LOG_WARN, "backend %s: connection %u failed: %s%s", be->addr, l->idx, strerror(-err),
-           down ? "; backend down" : "");
-    schedule_reconnect(l, l->backoff_ms);
-}
-
-/* Splits reply frames off a back-end connection; the payload handed to the
- * waiter is the whole frame, forwarded as it is but for the id. */
-static ssize_t decode_reply(void *arg, const char *buf, size_t len, uint64_t *id,
-                            const char **payload, size_t *payload_len)
-{
-    ssize_t n = oltp_frame_peek(buf, len, true, id, NULL, NULL);
-
-    (void)arg;
-    if (n > 0) {
-        *payload = buf;
-        *payload_len = (size_t)n;
-    }
-    return n;
-}
-
-static bool is_up(const struct backend *be)
-{
-    return __atomic_load_n(&be->up, __ATOMIC_RELAXED) > 0;
-}
-
-/* The live back end outside excluded with the fewest requests in flight
- * (the lowest index on a tie), or NULL. */
-static struct backend *pick_backend(struct oltp_gateway *g, uint64_t excluded)
-{
-    struct backend *best = NULL;
-    unsigned best_out = 0;
-
-    for (unsigned i = 0; i < g->nbes; i++) {
-        struct backend *be = &g->bes[i];
-        unsigned out;
-
-        if ((excluded >> i & 1) != 0 || !is_up(be))
-            continue;
-        out = __atomic_load_n(&be->outstanding, __ATOMIC_RELAXED);
-        if (best == NULL || out < best_out) {
-            best = be;
-            best_out = out;
-        }
-    }
-    return best;
-}
-
-/* be's live link outside excluded with the fewest requests in flight. */
-static struct link *pick_link(struct backend *be, uint64_t excluded)
-{
-    struct link *best = NULL;
-    unsigned best_out = 0;
-
-    for (unsigned i = 0; i < be->g->nlinks; i++) {
-        struct link *l = &be->links[i];
-        unsigned out;
-
-        if ((excluded >> i & 1) != 0 || !__atomic_load_n(&l->up, __ATOMIC_RELAXED))
-            continue;
-        out = __atomic_load_n(&l->outstanding, __ATOMIC_RELAXED);
-        if (best == NULL || out < best_out) {
-            best = l;
-            best_out = out;
-        }
-    }
-    return best;
-}
-
-static void account(struct link *l, int delta)
-{
-    if (delta > 0) {
-        __atomic_add_fetch(&l->outstanding, 1, __ATOMIC_RELAXED);
-        __atomic_add_fetch(&l->be->outstanding, 1, __ATOMIC_RELAXED);
-    } else {
-        __atomic_sub_fetch(&l->outstanding, 1, __ATOMIC_RELAXED);
-        __atomic_sub_fetch(&l->be->outstanding, 1, __ATOMIC_RELAXED);
-    }
-}
-
-/* ------------------------------------------------------------------ health */
-
-static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg);
-
-static void schedule_health(struct oltp_gateway *g)
-{
-    int err;
-
-    if (is_stopping(g))
-        return;
-    err = cr_reactor_timer_add(g->r, g->cfg.health_interval_ms, on_health, g, NULL);
-    if (err < 0)
-        CR_LOG(CR_LOG_ERROR, "no health timer: %s", strerror(-err));
-}
-
-/*
- * One health round, on a pool thread: a PING on every live link at once,
- * then the answers; a link silent for health_timeout_ms is failed (its
- * requests in flight fail over). The joins serve the pool meanwhile.
- */
-static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
-{
-    struct oltp_gateway *g = arg;
-    uint64_t deadline = cr_clock_now_ns() + g->cfg.health_timeout_ms * 1000000ULL;
-    int tmo = (int)g->cfg.health_timeout_ms;
-
-    (void)r;
-    (void)timer_id;
-    if (is_stopping(g))
-        return;
-    for (unsigned b = 0; b < g->nbes; b++) {
-        for (unsigned i = 0; i < g->nlinks; i++) {
-            struct link *l = &g->bes[b].links[i];
-            struct oltp_req ping = {.op = OLTP_OP_PING};
-            uint8_t frame[OLTP_HEADER_SIZE];
-            size_t n;
-
-            l->hpending = false;
-            if (!__atomic_load_n(&l->up, __ATOMIC_RELAXED))
-                continue;
-            ping.id = cr_bound_pool_next_id(l->bp);
-            n = oltp_req_encode(&ping, frame, sizeof(frame));
-            if (cr_bound_pool_expect(l->bp, &l->hctx, ping.id, l->hreply, sizeof(l->hreply)) < 0)
-                continue;
-            if (cr_bound_pool_send(l->bp, frame, n, tmo) < 0) {
-                (void)!cr_bound_pool_cancel(l->bp, &l->hctx);
-                continue;
-            }
-            l->hpending = true;
-        }
-    }
-    for (unsigned b = 0; b < g->nbes; b++) {
-        for (unsigned i = 0; i < g->nlinks; i++) {
-            struct link *l = &g->bes[b].links[i];
-            uint64_t now = cr_clock_now_ns();
-            int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ULL);
-            ssize_t rc;
-
-            if (!l->hpending)
-                continue;
-            l->hpending = false;
-            rc = cr_bound_pool_join(l->bp, &l->hctx, left);
-            if (rc == -ETIMEDOUT) {
-                CR_LOG(CR_LOG_WARN, "backend %s: connection %u: no PING reply in %llu ms",
-                       g->bes[b].addr, i, (unsigned long long)g->cfg.health_timeout_ms);
-                cr_bound_pool_fail(l->bp, -ETIMEDOUT);
-            }
-        }
-    }
-    sweep_sessions(g);
-    schedule_health(g);
 }
 
 /* ------------------------------------------------------------------ clients */
@@ -667,11 +180,11 @@ static int answer_forwarded(struct client *c, const struct oltp_req *req, struct
     }
     status = (uint16_t)(c->out[OFF_STATUS] << 8 | c->out[OFF_STATUS + 1]);
     if (req->op == OLTP_OP_BEGIN && status == OLTP_ST_OK)
-        pin_session(g, get_u64(c->out + 16), be->idx, epoch);
+        gateway_pin_add(g, get_u64(c->out + 16), be->idx, epoch);
     else if (req->session != 0 && (status == OLTP_ST_NO_SESSION ||
                                    ((req->op == OLTP_OP_COMMIT || req->op == OLTP_OP_ABORT) &&
                                     status != OLTP_ST_SESSION_BUSY)))
-        unpin_session(g, req->session);
+        gateway_pin_remove(g, req->session);
     put_u64(c->out + OFF_ID, req->id);
     count(&g->forwarded);
     return write_client(c, c->out, len);
@@ -696,12 +209,12 @@ static int forward(struct client *c, const struct oltp_req *req)
     if (req->session != 0) {
         unsigned b;
 
-        if (!find_session(g, req->session, &b, &pin_epoch))
+        if (!gateway_pin_find(g, req->session, &b, &pin_epoch))
             return answer_local(c, req, OLTP_ST_NO_SESSION);
         pinned = &g->bes[b];
     }
     for (unsigned attempt = 0; attempt < g->nbes * g->nlinks + g->nbes; attempt++) {
-        struct backend *be = pinned != NULL ? pinned : pick_backend(g, be_excluded);
+        struct backend *be = pinned != NULL ? pinned : gateway_pick_backend(g, be_excluded);
         struct oltp_req fwd = *req;
         uint8_t frame[REQ_FRAME_CAP];
         struct link *l;
@@ -712,11 +225,11 @@ static int forward(struct client *c, const struct oltp_req *req)
         if (be == NULL)
             break;
         epoch = __atomic_load_n(&be->epoch, __ATOMIC_RELAXED);
-        if (pinned != NULL && (epoch != pin_epoch || !is_up(be))) {
-            unpin_session(g, req->session);
+        if (pinned != NULL && (epoch != pin_epoch || !gateway_backend_is_up(be))) {
+            gateway_pin_remove(g, req->session);
             return answer_local(c, req, OLTP_ST_NO_SESSION);
         }
-        l = pick_link(be, link_excluded[be->idx]);
+        l = gateway_pick_link(be, link_excluded[be->idx]);
         if (l == NULL) {
             if (pinned != NULL)
                 break;
@@ -725,22 +238,22 @@ static int forward(struct client *c, const struct oltp_req *req)
         }
         fwd.id = cr_bound_pool_next_id(l->bp);
         n = oltp_req_encode(&fwd, frame, sizeof(frame));
-        account(l, +1);
+        gateway_link_account(l, +1);
         if (cr_bound_pool_expect(l->bp, &c->ctx, fwd.id, c->out, sizeof(c->out)) < 0) {
-            account(l, -1);
+            gateway_link_account(l, -1);
             link_excluded[be->idx] |= 1ULL << l->idx;
             continue;
         }
         if (cr_bound_pool_send(l->bp, frame, n, tmo) < 0) {
             /* Registered just now by this thread: cannot be -EINVAL. */
             (void)!cr_bound_pool_cancel(l->bp, &c->ctx);
-            account(l, -1);
+            gateway_link_account(l, -1);
             link_excluded[be->idx] |= 1ULL << l->idx;
             continue;
         }
         __atomic_add_fetch(&be->forwarded, 1, __ATOMIC_RELAXED);
         got = cr_bound_pool_join(l->bp, &c->ctx, tmo);
-        account(l, -1);
+        gateway_link_account(l, -1);
         if (got > 0)
             return answer_forwarded(c, req, be, epoch, (size_t)got);
         if (got == -ETIMEDOUT || got == -ECANCELED || got == -EMSGSIZE || !idempotent) {
@@ -802,7 +315,7 @@ static void on_client(struct cr_reactor *r, int fd, unsigned events, void *arg)
 
     (void)events;
     __atomic_add_fetch(&g->busy, 1, __ATOMIC_RELAXED);
-    if (is_stopping(g))
+    if (gateway_is_stopping(g))
         done = true;
     for (int i = 0; i < CLIENT_READS && !done; i++) {
         size_t room = sizeof(c->in) - c->in_len;
@@ -886,62 +399,6 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
 
 /* ------------------------------------------------------------------ public */
 
-static int init_backend(struct oltp_gateway *g, struct backend *be, unsigned idx, const char *addr)
-{
-    int err;
-
-    be->g = g;
-    be->idx = idx;
-    if (strlen(addr) >= sizeof(be->addr))
-        return -EINVAL;
-    strcpy(be->addr, addr);
-    err = cr_listener_parse(addr, &be->ss, &be->sslen);
-    if (err < 0)
-        return err;
-    err = -pthread_mutex_init(&be->lock, NULL);
-    if (err < 0)
-        return err;
-    be->links = calloc(g->nlinks, sizeof(*be->links));
-    if (be->links == NULL)
-        return -ENOMEM;
-    for (unsigned i = 0; i < g->nlinks; i++) {
-        struct link *l = &be->links[i];
-        struct cr_bound_pool_config bcfg = {
-            .decode = decode_reply,
-            .read_buffer = 4 * OLTP_MAX_FRAME,
-            .lf = g->lf,
-            .reactor = g->r,
-            .on_fail = on_link_fail,
-            .fail_arg = l,
-        };
-
-        l->be = be;
-        l->idx = i;
-        l->backoff_ms = g->cfg.backoff_min_ms;
-        err = cr_bound_ctx_init(&l->hctx);
-        if (err < 0)
-            return err;
-        err = cr_bound_pool_create(&l->bp, &bcfg);
-        if (err < 0)
-            return err;
-    }
-    return 0;
-}
-
-static void fini_backend(struct backend *be)
-{
-    if (be->g == NULL)
-        return;
-    if (be->links != NULL) {
-        for (unsigned i = 0; i < be->g->nlinks; i++) {
-            cr_bound_pool_destroy(be->links[i].bp);
-            cr_bound_ctx_fini(&be->links[i].hctx);
-        }
-        free(be->links);
-    }
-    pthread_mutex_destroy(&be->lock);
-}
-
 int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_config *cfg)
 {
     struct oltp_gateway *g;
@@ -987,11 +444,14 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
     err = -pthread_cond_init(&g->idle, NULL);
     if (err < 0)
         goto out_mutex;
+    err = gateway_pins_init(g);
+    if (err < 0)
+        goto out_cond;
 
     lcfg.address = g->cfg.listen;
     err = cr_listener_open(&g->listen_fd, &lcfg);
     if (err < 0)
-        goto out_cond;
+        goto out_pins;
     g->port = cr_listener_port(g->listen_fd);
     if (g->port < 0) {
         err = g->port;
@@ -1018,7 +478,7 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
         goto out_pool;
     }
     for (unsigned i = 0; i < g->nbes; i++) {
-        err = init_backend(g, &g->bes[i], i, cfg->backends[i]);
+        err = gateway_backend_init(g, &g->bes[i], i, cfg->backends[i]);
         if (err < 0)
             goto out_backends;
     }
@@ -1033,7 +493,7 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
 
 out_backends:
     for (unsigned i = 0; i < g->nbes; i++)
-        fini_backend(&g->bes[i]);
+        gateway_backend_fini(&g->bes[i]);
     free(g->bes);
 out_pool:
     cr_lf_pool_destroy(g->lf);
@@ -1041,6 +501,8 @@ out_reactor:
     cr_reactor_destroy(g->r);
 out_listen:
     close(g->listen_fd);
+out_pins:
+    gateway_pins_fini(g);
 out_cond:
     pthread_cond_destroy(&g->idle);
 out_mutex:
@@ -1054,19 +516,7 @@ int oltp_gateway_start(struct oltp_gateway *g)
 {
     int err;
 
-    for (unsigned b = 0; b < g->nbes; b++) {
-        for (unsigned i = 0; i < g->nlinks; i++) {
-            struct link *l = &g->bes[b].links[i];
-
-            err = bring_up(l);
-            if (err < 0) {
-                CR_LOG(CR_LOG_WARN, "backend %s: connect: %s (retrying)", g->bes[b].addr,
-                       strerror(-err));
-                schedule_reconnect(l, l->backoff_ms);
-            }
-        }
-    }
-    schedule_health(g);
+    gateway_backends_connect(g);
     err = cr_lf_pool_start(g->lf);
     if (err < 0)
         return err;
@@ -1123,16 +573,9 @@ void oltp_gateway_destroy(struct oltp_gateway *g)
     while (g->clients != NULL)
         close_client(g->clients);
     for (unsigned i = 0; i < g->nbes; i++)
-        fini_backend(&g->bes[i]);
+        gateway_backend_fini(&g->bes[i]);
     free(g->bes);
-    for (unsigned b = 0; b < SESSION_BUCKETS; b++) {
-        while (g->pins[b] != NULL) {
-            struct pin *p = g->pins[b];
-
-            g->pins[b] = p->next;
-            free(p);
-        }
-    }
+    gateway_pins_fini(g);
     cr_lf_pool_destroy(g->lf);
     cr_reactor_destroy(g->r);
     close(g->listen_fd);
@@ -1151,9 +594,7 @@ void oltp_gateway_stats(struct oltp_gateway *g, struct oltp_gateway_stats *out)
     out->retried = __atomic_load_n(&g->retried, __ATOMIC_RELAXED);
     out->in_doubt = __atomic_load_n(&g->in_doubt, __ATOMIC_RELAXED);
     out->unavailable = __atomic_load_n(&g->unavailable, __ATOMIC_RELAXED);
-    pthread_mutex_lock(&g->lock);
-    out->sessions = g->npins;
-    pthread_mutex_unlock(&g->lock);
+    out->sessions = gateway_pins_count(g);
     out->nbackends = g->nbes;
     for (unsigned i = 0; i < g->nbes; i++) {
         struct backend *be = &g->bes[i];
