@@ -26,7 +26,7 @@
 #include <cabrank/server.h>
 
 #include "../apps/bench/procstat.h"
-#include "../apps/bench/samples.h"
+#include "../apps/common/samples.h"
 #include "services.h"
 
 #include <arpa/inet.h>

@@ -10,7 +10,7 @@
 
 #include <cabrank/common.h>
 
-#include "samples.h"
+#include "../common/samples.h"
 
 #include <limits.h>
 #include <stdbool.h>

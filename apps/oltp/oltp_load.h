@@ -14,7 +14,7 @@
 #ifndef CABRANK_OLTP_LOAD_H
 #define CABRANK_OLTP_LOAD_H
 
-#include "../bench/samples.h"
+#include "../common/samples.h"
 #include "proto.h"
 
 #include <stdio.h>

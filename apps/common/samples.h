@@ -1,9 +1,10 @@
 /*
- * samples.h - latency samples of one measured point and their percentiles, for the line
- * protocol load and the intervals. One owner thread.
+ * samples.h - latency samples of one measured point and their percentiles, shared by the
+ * programs that measure: cabrank-bench (the line protocol load and the intervals) and
+ * cabrank-oltp-load. One owner thread.
  */
-#ifndef CABRANK_BENCH_SAMPLES_H
-#define CABRANK_BENCH_SAMPLES_H
+#ifndef CABRANK_APPS_SAMPLES_H
+#define CABRANK_APPS_SAMPLES_H
 
 #include <cabrank/common.h>
 
@@ -34,4 +35,4 @@ struct bench_pcts bench_samples_pcts(struct bench_samples *s);
 /* Frees and empties s; NULL-safe. */
 void bench_samples_fini(struct bench_samples *s);
 
-#endif /* CABRANK_BENCH_SAMPLES_H */
+#endif /* CABRANK_APPS_SAMPLES_H */
