@@ -1,8 +1,8 @@
 /*
- * oltp_load.c - the OLTP load generator (oltp_load.h). One thread per
- * client, each with its own blocking-style connection (non-blocking socket,
- * poll with a deadline, so no bound is ever overrun by a silent server) and
- * one request outstanding; the run's shared state is a ticket counter (the
+ * oltp_load.c - the OLTP load generator (oltp_load.h): setup, the clients'
+ * request mix, the run and its report. One thread per client, each with its
+ * own blocking-style connection (oltp_load_conn.c: every call bounded by a
+ * deadline) and one request outstanding; the run's shared state is a ticket counter (the
  * request bound and the open-loop schedule) and the two log files. Results
  * are per client and summed after the join, so the hot path shares nothing
  * but the ticket counter.
@@ -13,16 +13,13 @@
 #include "oltp_load.h"
 
 #include "oltp_check.h"
+#include "oltp_load_conn.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -75,21 +72,13 @@ struct client {
     uint64_t next_id;
     uint64_t rng;
     size_t rlen;
-    unsigned char rbuf[2 * OLTP_MAX_FRAME];
+    unsigned char rbuf[OLTP_LOAD_RBUF];
     struct logbuf ack;
     struct logbuf sent;
     struct bench_samples samples;
     uint64_t max_ns;
     struct oltp_load_result r; /* counters only */
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * NS_PER_S + (uint64_t)ts.tv_nsec;
-}
 
 static void sleep_until(uint64_t ns)
 {
@@ -115,152 +104,8 @@ static uint64_t seed(void)
     uint64_t s;
 
     if (getrandom(&s, sizeof(s), 0) != (ssize_t)sizeof(s))
-        s = now_ns() ^ ((uint64_t)getpid() << 32);
+        s = oltp_load_now_ns() ^ ((uint64_t)getpid() << 32);
     return s;
-}
-
-static int resolve(const char *target, struct sockaddr_storage *addr, socklen_t *len)
-{
-    char host[256];
-    const char *colon = strrchr(target, ':');
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai;
-    size_t hlen;
-
-    if (colon == NULL || colon == target || colon[1] == '\0')
-        return -EINVAL;
-    hlen = (size_t)(colon - target);
-    if (hlen >= sizeof(host))
-        return -EINVAL;
-    memcpy(host, target, hlen);
-    host[hlen] = '\0';
-    if (getaddrinfo(host, colon + 1, &hints, &ai) != 0)
-        return -EINVAL;
-    memcpy(addr, ai->ai_addr, ai->ai_addrlen);
-    *len = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
-/* Waits for ev on fd until deadline: 0, -ETIMEDOUT or -errno. */
-static int wait_fd(int fd, short ev, uint64_t deadline)
-{
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = ev};
-        uint64_t now = now_ns();
-        int ms;
-        int n;
-
-        if (now >= deadline)
-            return -ETIMEDOUT;
-        ms = (int)((deadline - now + 999999) / 1000000);
-        n = poll(&p, 1, ms);
-        if (n > 0)
-            return 0;
-        if (n < 0 && errno != EINTR)
-            return -errno;
-    }
-}
-
-static int connect_to(const struct sockaddr_storage *addr, socklen_t len, bool linger0,
-                      uint64_t deadline)
-{
-    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    int one = 1;
-    int err;
-    socklen_t elen = sizeof(err);
-
-    if (fd < 0)
-        return -errno;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (linger0) {
-        /* A connection per request closes after its reply: without this
-         * every one would sit in TIME_WAIT and the run would exhaust the
-         * ephemeral ports. */
-        struct linger lg = {.l_onoff = 1, .l_linger = 0};
-
-        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    }
-    if (connect(fd, (const struct sockaddr *)addr, len) == 0)
-        return fd;
-    err = -errno;
-    if (err != -EINPROGRESS)
-        goto out_close;
-    err = wait_fd(fd, POLLOUT, deadline);
-    if (err < 0)
-        goto out_close;
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0) {
-        err = -errno;
-        goto out_close;
-    }
-    if (err != 0) {
-        err = -err;
-        goto out_close;
-    }
-    return fd;
-out_close:
-    close(fd);
-    return err;
-}
-
-static int send_all(int fd, const void *buf, size_t len, uint64_t deadline)
-{
-    const char *p = buf;
-
-    while (len > 0) {
-        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
-
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno != EAGAIN)
-            return -errno;
-        int err = wait_fd(fd, POLLOUT, deadline);
-
-        if (err < 0)
-            return err;
-    }
-    return 0;
-}
-
-/* Reads the next reply frame from fd through rbuf: 0, -ETIMEDOUT, -EPIPE
- * (closed), -EPROTO (undecodable) or -errno. */
-static int read_reply(int fd, unsigned char *rbuf, size_t *rlen, struct oltp_reply *rep,
-                      uint64_t deadline)
-{
-    for (;;) {
-        ssize_t n;
-
-        if (*rlen > 0) {
-            n = oltp_reply_decode(rbuf, *rlen, rep);
-            if (n > 0) {
-                memmove(rbuf, rbuf + n, *rlen - (size_t)n);
-                *rlen -= (size_t)n;
-                return 0;
-            }
-            if (n != -EAGAIN)
-                return -EPROTO;
-        }
-        n = recv(fd, rbuf + *rlen, 2 * OLTP_MAX_FRAME - *rlen, 0);
-        if (n > 0) {
-            *rlen += (size_t)n;
-            continue;
-        }
-        if (n == 0)
-            return -EPIPE;
-        if (errno == EINTR)
-            continue;
-        if (errno != EAGAIN)
-            return -errno;
-        int err = wait_fd(fd, POLLIN, deadline);
-
-        if (err < 0)
-            return err;
-    }
 }
 
 /* ------------------------------------------------------------------ logs */
@@ -316,7 +161,7 @@ static void drop_conn(struct client *c)
 
 static uint64_t io_deadline(const struct run *run)
 {
-    uint64_t d = now_ns() + REQUEST_TIMEOUT_NS;
+    uint64_t d = oltp_load_now_ns() + REQUEST_TIMEOUT_NS;
 
     if (run->end_ns != 0 && d > run->end_ns + END_GRACE_NS)
         d = run->end_ns + END_GRACE_NS;
@@ -338,12 +183,13 @@ static int roundtrip(struct client *c, struct oltp_req *req, struct oltp_reply *
 
     *sent = false;
     if (c->fd < 0) {
-        int fd = connect_to(&run->addr, run->addrlen, run->cfg->connect_per_request, deadline);
+        int fd =
+            oltp_load_connect(&run->addr, run->addrlen, run->cfg->connect_per_request, deadline);
 
         if (fd < 0) {
             c->r.conn_errors++;
             /* A server that is down refuses at once: no busy loop. */
-            sleep_until(now_ns() + 10000000);
+            sleep_until(oltp_load_now_ns() + 10000000);
             return fd;
         }
         c->fd = fd;
@@ -352,9 +198,9 @@ static int roundtrip(struct client *c, struct oltp_req *req, struct oltp_reply *
     len = oltp_req_encode(req, frame, sizeof(frame));
     assert(len > 0);
     *sent = true;
-    err = send_all(c->fd, frame, len, deadline);
+    err = oltp_load_send_all(c->fd, frame, len, deadline);
     if (err == 0)
-        err = read_reply(c->fd, c->rbuf, &c->rlen, rep, deadline);
+        err = oltp_load_read_reply(c->fd, c->rbuf, &c->rlen, rep, deadline);
     if (err == 0 && (rep->id != req->id || rep->op != req->op))
         err = -EPROTO;
     if (err < 0) {
@@ -379,7 +225,7 @@ static bool retry_pause(struct client *c, unsigned n)
     struct run *run = c->run;
     uint64_t limit = run->end_ns != 0 ? run->end_ns : run->start_ns + RETRY_WINDOW_NS;
     uint64_t pause = (uint64_t)10000000 << (n < 5 ? n : 5);
-    uint64_t now = now_ns();
+    uint64_t now = oltp_load_now_ns();
 
     if (!run->cfg->retry || now + pause >= limit)
         return false;
@@ -420,7 +266,7 @@ static void do_transfer(struct client *c, uint64_t due_ns)
 
         sent |= this_sent;
         if (err == 0 && rep.status == OLTP_ST_OK) {
-            uint64_t lat = now_ns() - due_ns;
+            uint64_t lat = oltp_load_now_ns() - due_ns;
 
             log_add(run, &c->ack, &req);
             c->r.acked++;
@@ -519,7 +365,7 @@ static bool next_request(struct client *c, uint64_t *due)
 {
     struct run *run = c->run;
     uint64_t t = atomic_fetch_add_explicit(&run->next_ticket, 1, memory_order_relaxed);
-    uint64_t now = now_ns();
+    uint64_t now = oltp_load_now_ns();
 
     if (run->cfg->requests != 0 && t >= run->cfg->requests)
         return false;
@@ -576,7 +422,7 @@ static int pipeline(int fd, struct oltp_req *reqs, struct oltp_reply *reps, size
     static const size_t cap = SETUP_WINDOW * (OLTP_HEADER_SIZE + 64);
     unsigned char *out = malloc(cap);
     uint64_t first = *next_id + 1;
-    uint64_t deadline = now_ns() + REQUEST_TIMEOUT_NS;
+    uint64_t deadline = oltp_load_now_ns() + REQUEST_TIMEOUT_NS;
     size_t len = 0;
     int err;
 
@@ -586,12 +432,12 @@ static int pipeline(int fd, struct oltp_req *reqs, struct oltp_reply *reps, size
         reqs[i].id = ++*next_id;
         len += oltp_req_encode(&reqs[i], out + len, cap - len);
     }
-    err = send_all(fd, out, len, deadline);
+    err = oltp_load_send_all(fd, out, len, deadline);
     free(out);
     for (size_t i = 0; i < n && err == 0; i++) {
         struct oltp_reply rep;
 
-        err = read_reply(fd, rbuf, rlen, &rep, deadline);
+        err = oltp_load_read_reply(fd, rbuf, rlen, &rep, deadline);
         if (err == 0 && (rep.id < first || rep.id >= first + n))
             err = -EPROTO;
         if (err == 0)
@@ -613,19 +459,19 @@ int oltp_load_setup(const struct oltp_load_config *cfg, FILE *err)
     int fd;
     int e;
 
-    e = resolve(cfg->target, &addr, &addrlen);
+    e = oltp_load_resolve(cfg->target, &addr, &addrlen);
     if (e < 0) {
         fprintf(err, "setup: bad target %s\n", cfg->target);
         return e;
     }
     reqs = calloc(SETUP_WINDOW, sizeof(*reqs));
     reps = calloc(SETUP_WINDOW, sizeof(*reps));
-    rbuf = malloc(2 * OLTP_MAX_FRAME);
+    rbuf = malloc(OLTP_LOAD_RBUF);
     if (reqs == NULL || reps == NULL || rbuf == NULL) {
         e = -ENOMEM;
         goto out_free;
     }
-    fd = connect_to(&addr, addrlen, false, now_ns() + REQUEST_TIMEOUT_NS);
+    fd = oltp_load_connect(&addr, addrlen, false, oltp_load_now_ns() + REQUEST_TIMEOUT_NS);
     if (fd < 0) {
         fprintf(err, "setup: connect to %s: %s\n", cfg->target, strerror(-fd));
         e = fd;
@@ -717,7 +563,7 @@ int oltp_load_run(const struct oltp_load_config *cfg, struct oltp_load_result *r
     int e;
 
     memset(res, 0, sizeof(*res));
-    e = resolve(cfg->target, &run.addr, &run.addrlen);
+    e = oltp_load_resolve(cfg->target, &run.addr, &run.addrlen);
     if (e < 0) {
         fprintf(err, "bad target %s\n", cfg->target);
         return e;
@@ -746,7 +592,7 @@ int oltp_load_run(const struct oltp_load_config *cfg, struct oltp_load_result *r
     }
     pthread_mutex_init(&run.log_lock, NULL);
     atomic_init(&run.next_ticket, 0);
-    run.start_ns = now_ns();
+    run.start_ns = oltp_load_now_ns();
     if (cfg->seconds > 0 || cfg->requests == 0)
         run.end_ns = run.start_ns + (uint64_t)((cfg->seconds > 0 ? cfg->seconds : 1.0) * 1e9);
     for (; started < nclients; started++) {
@@ -766,7 +612,7 @@ int oltp_load_run(const struct oltp_load_config *cfg, struct oltp_load_result *r
     }
     for (unsigned i = 0; i < started; i++)
         pthread_join(cs[i].tid, NULL);
-    res->elapsed_s = (double)(now_ns() - run.start_ns) / 1e9;
+    res->elapsed_s = (double)(oltp_load_now_ns() - run.start_ns) / 1e9;
     e = started == nclients ? 0 : -EAGAIN;
     for (unsigned i = 0; i < started; i++) {
         struct client *c = &cs[i];
