@@ -5,7 +5,10 @@
  * multiplexed connection and wait for their own replies: client threads
  * (standalone mode) or the threads of a cr_lf_pool (hybrid mode). Owns the
  * connection's socket (from attach to failure), the read buffer and the
- * request id table; borrows the contexts, the lf pool and the reactor.
+ * request id table (a cr_u64_table); borrows the contexts, the lf pool and
+ * the reactor. The standalone mode's leader and followers are in lf_bound.c,
+ * which says why they are not lf_pool.c's; the hybrid mode waits in the lf
+ * pool itself (join_hybrid, on_readable below).
  *
  * Locks, in order: send_lock (one whole request at a time), then lock (all
  * shared state), then whatever cr_lf_pool_notify and cr_reactor_* take
@@ -23,9 +26,7 @@
  *   context may signal its condition variable or cr_lf_pool_notify its
  *   waiter without the context vanishing underneath (the signal happens
  *   before the unlock).
- * - Standalone: p->leader is the one thread that polls and reads; a follower
- *   is queued (FIFO) only while it sleeps in join. Promotion sets p->leader to
- *   the follower before waking it, so no newcomer slips in between.
+ * - Standalone: one leader polls and reads; followers sleep (lf_bound.c).
  * - Hybrid: the connection is one-shot in the reactor; the handler that set
  *   p->reading is the one reader and reactivates the handle when it is done.
  *
@@ -43,16 +44,12 @@
  * last reference closes the fd, so no thread ever polls, reads or writes a
  * closed (and maybe reused) descriptor.
  */
-#include <cabrank/bound_pool.h>
-#include <cabrank/clock.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/reactor.h>
-#include <cabrank/u64_table.h>
 
-#include "os/sync_internal.h"
+#include "pool/bound_pool_internal.h"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,102 +65,6 @@
 /* Reads per readiness event in hybrid mode before the handle is re-armed:
  * bounds the time one pool thread spends on the connection. */
 #define READS_PER_EVENT 16
-#define NO_DEADLINE     UINT64_MAX
-
-enum ctx_state {
-    CTX_IDLE = 0,
-    CTX_REGISTERED = 1, /* in the id table, waiting for its reply */
-    CTX_DONE = 2,       /* result set, not yet collected by join */
-};
-
-enum wait_mode {
-    WAIT_NONE = 0, /* not asleep: sending, leading, or running */
-    WAIT_COND = 1, /* asleep on its condition variable */
-    WAIT_LF = 2,   /* in cr_lf_pool_wait */
-};
-
-struct conn {
-    /* Immutable after attach. */
-    int fd;
-    uint64_t gen;
-    /* Protected by the pool's lock. */
-    unsigned refs;
-};
-
-struct cr_bound_pool {
-    /* Immutable after create. */
-    cr_bound_decode_fn *decode;
-    void *decode_arg;
-    struct cr_lf_pool *lf;
-    struct cr_reactor *reactor;
-    cr_bound_fail_fn *on_fail;
-    void *fail_arg;
-    size_t rcap;
-    int wake_fd; /* standalone: eventfd that interrupts the leader's poll */
-
-    struct cr_mutex send_lock;
-
-    struct cr_mutex lock;
-    /* Protected by lock. */
-    struct cr_u64_table ids; /* registered contexts by request id; fixed size */
-    struct conn *conn;       /* the live connection, NULL if none */
-    int fail_err;            /* what calls get while conn is NULL */
-    uint64_t next_gen;
-    struct cr_bound_ctx *leader; /* standalone */
-    struct cr_bound_ctx *fhead;  /* standalone: followers, oldest first */
-    struct cr_bound_ctx *ftail;
-    bool reading; /* hybrid: a handler reads the connection */
-    struct cr_bound_pool_stats st;
-
-    /* Owned by the reader of the moment (see the top of the file). */
-    char *rbuf;
-    size_t rlen;
-    uint64_t rgen;
-
-    /* Atomic, relaxed: only uniqueness matters, no data is published. */
-    uint64_t next_id;
-};
-
-/* ------------------------------------------------------------------ time */
-
-static uint64_t deadline_after(int timeout_ms)
-{
-    if (timeout_ms < 0)
-        return NO_DEADLINE;
-    return cr_clock_now_ns() + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
-}
-
-/* Milliseconds left, rounded up so a poll never returns just before the
- * deadline; -1 without one, 0 once passed. */
-static int remaining_ms(uint64_t deadline)
-{
-    uint64_t now;
-    uint64_t ms;
-
-    if (deadline == NO_DEADLINE)
-        return -1;
-    now = cr_clock_now_ns();
-    if (now >= deadline)
-        return 0;
-    ms = (deadline - now + CR_NSEC_PER_MSEC - 1) / CR_NSEC_PER_MSEC;
-    return ms > INT_MAX ? INT_MAX : (int)ms;
-}
-
-static bool is_expired(uint64_t deadline)
-{
-    return deadline != NO_DEADLINE && cr_clock_now_ns() >= deadline;
-}
-
-/* Waits on cv, which mu guards, until signalled or deadline. Returns 0 or
- * -ETIMEDOUT. Caller holds mu. */
-static int cond_wait(pthread_cond_t *cv, struct cr_mutex *mu, uint64_t deadline)
-{
-    if (deadline == NO_DEADLINE) {
-        cr_cond_wait(cv, mu);
-        return 0;
-    }
-    return cr_cond_timedwait(cv, mu, deadline);
-}
 
 /* ------------------------------------------------------------------ contexts */
 
@@ -202,62 +103,6 @@ static void unregister(struct cr_bound_pool *p, struct cr_bound_ctx *c)
     p->st.registered--;
 }
 
-/* ------------------------------------------------------------------ followers */
-
-static void enqueue_follower(struct cr_bound_pool *p, struct cr_bound_ctx *c)
-{
-    cr_mutex_assert_held(&p->lock);
-    assert(!c->queued);
-    c->fnext = NULL;
-    c->fprev = p->ftail;
-    if (p->ftail != NULL)
-        p->ftail->fnext = c;
-    else
-        p->fhead = c;
-    p->ftail = c;
-    c->queued = true;
-    p->st.followers++;
-}
-
-static void dequeue_follower(struct cr_bound_pool *p, struct cr_bound_ctx *c)
-{
-    cr_mutex_assert_held(&p->lock);
-    assert(c->queued);
-    if (c->fprev != NULL)
-        c->fprev->fnext = c->fnext;
-    else
-        p->fhead = c->fnext;
-    if (c->fnext != NULL)
-        c->fnext->fprev = c->fprev;
-    else
-        p->ftail = c->fprev;
-    c->fnext = NULL;
-    c->fprev = NULL;
-    c->queued = false;
-    p->st.followers--;
-}
-
-/*
- * The leader leaves its role: the oldest follower becomes leader and is woken
- * on its own condition variable (the paper's step (c), FIFO order).
- */
-static void step_down(struct cr_bound_pool *p, struct cr_bound_ctx *self)
-{
-    struct cr_bound_ctx *f = p->fhead;
-
-    cr_mutex_assert_held(&p->lock);
-    assert(p->leader == self);
-    (void)self;
-    p->leader = NULL;
-    if (f == NULL)
-        return;
-    dequeue_follower(p, f);
-    f->promoted = true;
-    p->leader = f;
-    p->st.promotions++;
-    cr_cond_signal(&f->cond);
-}
-
 /* ------------------------------------------------------------------ completion */
 
 /* Wakes the thread of a just-completed context wherever it sleeps. Caller
@@ -277,12 +122,11 @@ static void complete(struct cr_bound_pool *p, struct cr_bound_ctx *c, ssize_t re
     c->result = result;
     c->state = CTX_DONE;
     if (c->queued)
-        dequeue_follower(p, c);
+        cr__lf_bound_dequeue(p, c);
     wake(p, c);
 }
 
-/* Ends c's wait with -ETIMEDOUT; a reply arriving later finds no waiter. */
-static void expire(struct cr_bound_pool *p, struct cr_bound_ctx *c)
+void cr__bound_pool_expire(struct cr_bound_pool *p, struct cr_bound_ctx *c)
 {
     complete(p, c, -ETIMEDOUT);
     p->st.timeouts++;
@@ -290,7 +134,7 @@ static void expire(struct cr_bound_pool *p, struct cr_bound_ctx *c)
 
 /* ------------------------------------------------------------------ connection */
 
-static void conn_put(struct cr_bound_pool *p, struct conn *conn)
+void cr__bound_pool_conn_put(struct cr_bound_pool *p, struct conn *conn)
 {
     cr_mutex_assert_held(&p->lock);
     assert(conn->refs > 0);
@@ -300,12 +144,7 @@ static void conn_put(struct cr_bound_pool *p, struct conn *conn)
     free(conn);
 }
 
-/*
- * Ends conn if it is still the current connection: completes every waiter
- * with err, wakes the leader and blocked senders, drops the pool's reference.
- * Returns true if it did (the caller then runs on_fail after unlocking).
- */
-static bool fail_locked(struct cr_bound_pool *p, struct conn *conn, int err)
+bool cr__bound_pool_fail_locked(struct cr_bound_pool *p, struct conn *conn, int err)
 {
     struct cr_u64_table_iter it = {0};
 
@@ -336,7 +175,7 @@ static bool fail_locked(struct cr_bound_pool *p, struct conn *conn, int err)
         /* EAGAIN only if the counter is saturated: the leader wakes anyway. */
         (void)!write(p->wake_fd, &one, sizeof(one));
     }
-    conn_put(p, conn);
+    cr__bound_pool_conn_put(p, conn);
     return true;
 }
 
@@ -353,7 +192,7 @@ void cr_bound_pool_fail(struct cr_bound_pool *p, int err)
     if (err >= 0)
         err = -ECONNRESET;
     cr_mutex_lock(&p->lock);
-    failed = fail_locked(p, p->conn, err);
+    failed = cr__bound_pool_fail_locked(p, p->conn, err);
     cr_mutex_unlock(&p->lock);
     if (failed)
         report_failure(p, err);
@@ -424,12 +263,7 @@ static int process_input(struct cr_bound_pool *p, struct conn *conn)
     return p->rlen == p->rcap ? -EMSGSIZE : 0;
 }
 
-/*
- * One non-blocking read into the buffer, then decoding. 1 if something was
- * read, 0 if nothing was available, or the error that ends the connection.
- * Reader only.
- */
-static int read_input(struct cr_bound_pool *p, struct conn *conn)
+int cr__bound_pool_read_input(struct cr_bound_pool *p, struct conn *conn)
 {
     ssize_t n;
 
@@ -452,100 +286,6 @@ static int read_input(struct cr_bound_pool *p, struct conn *conn)
     return -errno;
 }
 
-/* ------------------------------------------------------------------ standalone */
-
-/*
- * One turn of the leader, outside the lock: waits up to the deadline for the
- * connection (or the wake-up) and reads what is there. 0, or the error that
- * ends the connection.
- */
-static int lead_once(struct cr_bound_pool *p, struct conn *conn, uint64_t deadline)
-{
-    struct pollfd pfd[2] = {
-        {.fd = conn->fd, .events = POLLIN},
-        {.fd = p->wake_fd, .events = POLLIN},
-    };
-    int rc = poll(pfd, 2, remaining_ms(deadline));
-    int err = 0;
-
-    if (rc < 0)
-        return errno == EINTR || errno == ENOMEM ? 0 : -errno;
-    if (pfd[1].revents != 0) {
-        uint64_t v;
-
-        (void)!read(p->wake_fd, &v, sizeof(v));
-    }
-    if (pfd[0].revents != 0)
-        err = read_input(p, conn);
-    return err < 0 ? err : 0;
-}
-
-/*
- * The leader's loop (the paper's join, leader part): reads and hands off
- * replies until its own has come, its deadline passed or the connection
- * failed, then promotes a follower. Stores the error of a failure it
- * detected in *report. Caller holds lock and is p->leader.
- */
-static void lead(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t deadline, int *report)
-{
-    cr_mutex_assert_held(&p->lock);
-    assert(p->leader == c);
-    c->promoted = false;
-    while (c->state == CTX_REGISTERED) {
-        struct conn *conn = p->conn;
-        int err;
-
-        assert(conn != NULL);
-        conn->refs++;
-        cr_mutex_unlock(&p->lock);
-        /* At least one pass, even past the deadline: a zero timeout still
-         * takes a reply that is already there. */
-        err = lead_once(p, conn, deadline);
-        cr_mutex_lock(&p->lock);
-        if (err != 0 && fail_locked(p, conn, err))
-            *report = err;
-        conn_put(p, conn);
-        if (c->state == CTX_REGISTERED && is_expired(deadline))
-            expire(p, c);
-    }
-    step_down(p, c);
-}
-
-/* join for standalone mode. Caller holds lock; c is registered or done. */
-static void join_standalone(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t deadline,
-                            int *report)
-{
-    for (;;) {
-        int rc = 0;
-
-        if (c->state == CTX_DONE) {
-            /* Completed (by a failure) just as it was promoted: pass the
-             * leadership on. */
-            if (c->promoted) {
-                c->promoted = false;
-                step_down(p, c);
-            }
-            return;
-        }
-        if (c->promoted || p->leader == NULL) {
-            p->leader = c;
-            lead(p, c, deadline, report);
-            continue;
-        }
-        enqueue_follower(p, c);
-        c->wait_mode = WAIT_COND;
-        while (c->state == CTX_REGISTERED && !c->promoted && rc != -ETIMEDOUT)
-            rc = cond_wait(&c->cond, &p->lock, deadline);
-        c->wait_mode = WAIT_NONE;
-        if (c->queued)
-            dequeue_follower(p, c);
-        if (c->state == CTX_REGISTERED && !c->promoted)
-            expire(p, c);
-        /* Promoted: leads now, even past its deadline (lead() expires it and
-         * promotes the next follower). */
-    }
-}
-
 /* ------------------------------------------------------------------ hybrid */
 
 /*
@@ -561,8 +301,8 @@ static void join_hybrid(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_
     while (c->state == CTX_REGISTERED) {
         int rc;
 
-        if (is_expired(deadline)) {
-            expire(p, c);
+        if (bound_deadline_passed(deadline)) {
+            cr__bound_pool_expire(p, c);
             break;
         }
         if (use_lf) {
@@ -572,7 +312,7 @@ static void join_hybrid(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_
             cr_lf_waiter_init(&c->lfw);
             c->wait_mode = WAIT_LF;
             cr_mutex_unlock(&p->lock);
-            rc = cr_lf_pool_wait(p->lf, &c->lfw, remaining_ms(deadline));
+            rc = cr_lf_pool_wait(p->lf, &c->lfw, bound_remaining_ms(deadline));
             cr_mutex_lock(&p->lock);
             if (rc == -EINVAL) {
                 use_lf = false;
@@ -580,13 +320,13 @@ static void join_hybrid(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_
             }
         } else {
             c->wait_mode = WAIT_COND;
-            rc = cond_wait(&c->cond, &p->lock, deadline);
+            rc = bound_cond_wait(&c->cond, &p->lock, deadline);
         }
         c->wait_mode = WAIT_NONE;
         if (c->state != CTX_REGISTERED)
             break;
         if (rc == -ETIMEDOUT)
-            expire(p, c);
+            cr__bound_pool_expire(p, c);
         else if (rc == -ECANCELED)
             complete(p, c, -ECANCELED);
         /* rc == 0 with no reply: a spurious wake-up; wait again. */
@@ -620,7 +360,7 @@ static void on_readable(struct cr_reactor *r, int fd, unsigned events, void *arg
     cr_mutex_unlock(&p->lock);
 
     for (int i = 0; i < READS_PER_EVENT; i++) {
-        err = read_input(p, conn);
+        err = cr__bound_pool_read_input(p, conn);
         if (err <= 0)
             break;
     }
@@ -628,7 +368,7 @@ static void on_readable(struct cr_reactor *r, int fd, unsigned events, void *arg
     cr_mutex_lock(&p->lock);
     p->reading = false;
     if (err < 0)
-        failed = fail_locked(p, conn, err);
+        failed = cr__bound_pool_fail_locked(p, conn, err);
     if (p->conn != NULL) {
         /* Level-triggered: bytes that came after our last read fire again. */
         int rc = cr_reactor_reactivate(p->reactor, p->conn->fd);
@@ -636,7 +376,7 @@ static void on_readable(struct cr_reactor *r, int fd, unsigned events, void *arg
         assert(rc == 0);
         (void)rc;
     }
-    conn_put(p, conn);
+    cr__bound_pool_conn_put(p, conn);
     cr_mutex_unlock(&p->lock);
     if (failed)
         report_failure(p, err);
@@ -721,7 +461,7 @@ void cr_bound_pool_destroy(struct cr_bound_pool *p)
             assert(rc == 0);
             (void)rc;
         }
-        conn_put(p, conn);
+        cr__bound_pool_conn_put(p, conn);
     }
     cr_mutex_unlock(&p->lock);
     cr_mutex_fini(&p->send_lock);
@@ -837,7 +577,7 @@ int cr_bound_pool_cancel(struct cr_bound_pool *p, struct cr_bound_ctx *c)
 
 int cr_bound_pool_send(struct cr_bound_pool *p, const void *req, size_t len, int timeout_ms)
 {
-    uint64_t deadline = deadline_after(timeout_ms);
+    uint64_t deadline = bound_deadline_after(timeout_ms);
     const char *data = req;
     struct conn *conn;
     size_t off = 0;
@@ -866,7 +606,7 @@ int cr_bound_pool_send(struct cr_bound_pool *p, const void *req, size_t len, int
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             struct pollfd pfd = {.fd = conn->fd, .events = POLLOUT};
-            int ms = remaining_ms(deadline);
+            int ms = bound_remaining_ms(deadline);
 
             if (ms == 0) {
                 err = -ETIMEDOUT;
@@ -890,9 +630,9 @@ int cr_bound_pool_send(struct cr_bound_pool *p, const void *req, size_t len, int
         /* Half a request went out: the stream cannot carry another one. */
         if (err == -ETIMEDOUT)
             err = -ECONNRESET;
-        failed = fail_locked(p, conn, err);
+        failed = cr__bound_pool_fail_locked(p, conn, err);
     }
-    conn_put(p, conn);
+    cr__bound_pool_conn_put(p, conn);
     cr_mutex_unlock(&p->lock);
     if (failed)
         report_failure(p, err);
@@ -901,7 +641,7 @@ int cr_bound_pool_send(struct cr_bound_pool *p, const void *req, size_t len, int
 
 ssize_t cr_bound_pool_join(struct cr_bound_pool *p, struct cr_bound_ctx *c, int timeout_ms)
 {
-    uint64_t deadline = deadline_after(timeout_ms);
+    uint64_t deadline = bound_deadline_after(timeout_ms);
     int report = 0;
     ssize_t result;
 
@@ -911,7 +651,7 @@ ssize_t cr_bound_pool_join(struct cr_bound_pool *p, struct cr_bound_ctx *c, int 
         return -EINVAL;
     }
     if (p->lf == NULL)
-        join_standalone(p, c, deadline, &report);
+        cr__lf_bound_join(p, c, deadline, &report);
     else
         join_hybrid(p, c, deadline);
     assert(c->state == CTX_DONE && !c->queued && p->leader != c);
@@ -925,13 +665,13 @@ ssize_t cr_bound_pool_join(struct cr_bound_pool *p, struct cr_bound_ctx *c, int 
 ssize_t cr_bound_pool_call(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint64_t id,
                            const void *req, size_t req_len, void *reply, size_t cap, int timeout_ms)
 {
-    uint64_t deadline = deadline_after(timeout_ms);
+    uint64_t deadline = bound_deadline_after(timeout_ms);
     int err;
 
     err = cr_bound_pool_expect(p, c, id, reply, cap);
     if (err != 0)
         return err;
-    err = cr_bound_pool_send(p, req, req_len, remaining_ms(deadline));
+    err = cr_bound_pool_send(p, req, req_len, bound_remaining_ms(deadline));
     if (err != 0) {
         /* c is registered, or completed by the failure the send caused:
          * either way cancel frees it. */
@@ -941,7 +681,7 @@ ssize_t cr_bound_pool_call(struct cr_bound_pool *p, struct cr_bound_ctx *c, uint
         (void)rc;
         return err;
     }
-    return cr_bound_pool_join(p, c, remaining_ms(deadline));
+    return cr_bound_pool_join(p, c, bound_remaining_ms(deadline));
 }
 
 void cr_bound_pool_stats(struct cr_bound_pool *p, struct cr_bound_pool_stats *out)
