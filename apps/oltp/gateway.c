@@ -464,9 +464,8 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
     if (err < 0)
         goto out_listen;
     pcfg.threads = g->cfg.threads;
-    /* NULL: the pool's default, lifo. fifo would hand new clients to the
-     * longest-idle thread rather than to one waiting for a reply (fewer
-     * nested waits), but measured no better: see the README. */
+    /* NULL: the pool's default, lifo (docs/design/oltp.md says why not
+     * fifo, though fifo would mean fewer nested waits). */
     pcfg.promotion = g->cfg.promotion;
     pcfg.reactors = &g->r;
     err = cr_lf_pool_create(&g->lf, &pcfg);

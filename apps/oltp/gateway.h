@@ -1,6 +1,6 @@
 /*
  * gateway.h - cabrank-gateway's core, the front-end communication server of
- * issue #8 (the Leader/Followers paper's OLTP example): accepts client
+ * the Leader/Followers paper's OLTP example: accepts client
  * connections speaking apps/oltp/proto.h, answers invalid requests itself and
  * forwards valid ones to back ends (cabrank-ledger) over a few multiplexed
  * connections per back end, each a hybrid cr_bound_pool served by the

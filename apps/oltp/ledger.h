@@ -1,5 +1,5 @@
 /*
- * ledger.h - cabrank-ledger's transaction service (issue #8, "Back end"): a
+ * ledger.h - cabrank-ledger's transaction service (the OLTP example's back end): a
  * cr_service speaking the protocol of proto.h over the database of
  * ledger_db.h, with multi-request transactions kept by the Session Context
  * Manager (cabrank/session.h). Runs unchanged under every model of

@@ -1,5 +1,5 @@
 /*
- * ledger_db.h - the ledger's database (issue #8): accounts, balances that
+ * ledger_db.h - the ledger's database: accounts, balances that
  * never go negative, a transaction log with idempotency keys, over SQLite
  * (embedded, one file, WAL, synchronous=FULL) or PostgreSQL (libpq), so
  * that several ledgers can share one database.

@@ -1,5 +1,5 @@
 /*
- * main_gateway.c - cabrank-gateway, the OLTP service's front end (issue #8):
+ * main_gateway.c - cabrank-gateway, the OLTP service's front end:
  * parses the flags, opens the error log, creates the gateway (gateway.h) and
  * serves until TERM or INT, then stops gracefully (requests in progress are
  * answered first). Runs on the main thread; the pool threads are the

@@ -1,6 +1,6 @@
 /*
- * main_ledger.c - cabrank-ledger, the back-end transaction server of issue
- * #8: parses the flags, opens the ledger service (ledger.h: the database,
+ * main_ledger.c - cabrank-ledger, the back-end transaction server of the
+ * OLTP example: parses the flags, opens the ledger service (ledger.h: the database,
  * the session table) and runs it under the chosen concurrency model with
  * cr_server_run(), which turns TERM/INT into a graceful stop and QUIT into
  * an immediate one. Runs on the main thread; the workers are the model's.

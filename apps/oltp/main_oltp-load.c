@@ -1,6 +1,6 @@
 /*
  * main_oltp-load.c - cabrank-oltp-load, the transaction service's load
- * generator and checker (issue #8): parses the flags, optionally opens and
+ * generator and checker: parses the flags, optionally opens and
  * funds the accounts (--setup), runs the load (oltp_load.h), prints its
  * figures, then runs the checker (oltp_check.h) against the database. Runs
  * on the main thread; the clients are oltp_load's threads.

@@ -1,5 +1,5 @@
 /*
- * oltp_check.h - the OLTP checker (issue #8): reads the load generator's log
+ * oltp_check.h - the OLTP checker: reads the load generator's log
  * of acknowledged transfers and its log of transfers left in flight, then
  * the ledger's database, and says whether the database kept its promises:
  * every acknowledged transfer present exactly once, nothing that was never

@@ -1,5 +1,5 @@
 /*
- * oltp_load.h - the OLTP load generator (issue #8), the engine of
+ * oltp_load.h - the OLTP load generator, the engine of
  * cabrank-oltp-load: opens and funds the accounts (setup), then drives N
  * clients, each its own connection and thread, against cabrank-gateway or a
  * cabrank-ledger, closed loop or open loop at a fixed rate. Every

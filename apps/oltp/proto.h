@@ -1,5 +1,5 @@
 /*
- * proto.h - the transaction service's wire protocol (issue #8): framed,
+ * proto.h - the transaction service's wire protocol: framed,
  * binary, big-endian, a request id in every frame so that many requests
  * share one connection and replies come back in any order. Spoken by
  * clients to cabrank-gateway and cabrank-ledger, and by the gateway to the
