@@ -22,7 +22,7 @@
 #include "driver.h"
 #include "procstat.h"
 #include "report.h"
-#include "services.h"
+#include "../common/lab_services.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,21 +1,22 @@
 /*
- * httpd_client.h - what the cabrank-httpd integration programs
- * (tests/integration/httpd_*.c) share: a temporary document root, starting
- * and stopping the server, a raw-socket HTTP/1.1 client that reads one
- * response at a time (so pipelined answers can be checked in order), and a
- * CHECK macro that reports and counts failures. Header-only (static inline),
- * because each integration program is one .c file; test code.
+ * http_client.h - driving a cabrank-httpd from outside, for the integration
+ * programs (tests/integration/httpd_client.h adds their CHECK) and the
+ * profile-guided build's training run (tools/pgo_train.c): a temporary
+ * document root, starting and stopping the server, a raw-socket HTTP/1.1
+ * client that reads one response at a time (so pipelined answers can be
+ * checked in order). Header-only (static inline): each user is one .c file.
+ * One thread per client.
  */
-#ifndef CABRANK_TEST_HTTPD_CLIENT_H
-#define CABRANK_TEST_HTTPD_CLIENT_H
+#ifndef CABRANK_APPS_HTTP_CLIENT_H
+#define CABRANK_APPS_HTTP_CLIENT_H
 
-#include "../support/services.h"
-#include "../support/support.h"
+#include "line_client.h"
+#include "server_proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,19 +25,6 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* Failures so far; CHECK adds to it and says where. */
-static int hc_failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            hc_failures++;                                                                         \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);               \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-        }                                                                                          \
-    } while (0)
 
 /* Timeouts for waits that expect something, scaled for sanitizer builds. */
 static inline int hc_tmo(int ms)
@@ -354,4 +342,4 @@ static inline int hc_wait_close(struct cr_test_client *cl, int timeout_ms)
     return cr_test_client_eof(cl, timeout_ms);
 }
 
-#endif /* CABRANK_TEST_HTTPD_CLIENT_H */
+#endif /* CABRANK_APPS_HTTP_CLIENT_H */

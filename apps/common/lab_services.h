@@ -1,6 +1,7 @@
 /*
- * services.h - two small cr_service implementations that tests and benches
- * run under every model, and a client helper that speaks their protocol.
+ * lab_services.h - two small cr_service implementations that cabrank-bench
+ * and the tests run under every model (svc_echo.c, svc_line.c); a client
+ * speaks their protocol with line_client.h.
  *
  * echo: sends back every byte it receives (cr_conn_write).
  *
@@ -28,8 +29,8 @@
  * cr_conn_request_done once per answer (line: a line; echo: an input call
  * that echoed bytes), so the server's statistics and scoreboard see them.
  */
-#ifndef CABRANK_TEST_SERVICES_H
-#define CABRANK_TEST_SERVICES_H
+#ifndef CABRANK_APPS_LAB_SERVICES_H
+#define CABRANK_APPS_LAB_SERVICES_H
 
 #include <cabrank/service.h>
 
@@ -80,38 +81,4 @@ int cr_test_svc_init_common(struct cr_test_svc *t);
  * connection is gone. */
 uint64_t cr_test_svc_outstanding(const struct cr_test_svc *t);
 
-/* A buffered reader of a client socket (blocking fd). */
-struct cr_test_client {
-    int fd;
-    size_t off;
-    size_t len;
-    char buf[8192];
-};
-
-/* Connects to 127.0.0.1:port. 0 or -errno. */
-int cr_test_client_open(struct cr_test_client *cl, uint16_t port);
-
-/* Closes the socket (NULL-safe on fd -1). */
-void cr_test_client_close(struct cr_test_client *cl);
-
-/* Sends all of s. 0 or -errno. */
-int cr_test_client_send(struct cr_test_client *cl, const char *s);
-
-/* Reads one line into line[0..max) without its '\n', NUL-terminated, within
- * timeout_ms. Its length, -ETIMEDOUT, -EPIPE at EOF, -ENOSPC when longer
- * than max - 1, or -errno. */
-ssize_t cr_test_client_line(struct cr_test_client *cl, char *line, size_t max, int timeout_ms);
-
-/* Reads exactly len bytes (buf may be NULL to skip them). 0, -ETIMEDOUT,
- * -EPIPE at EOF, or -errno. */
-int cr_test_client_read(struct cr_test_client *cl, char *buf, size_t len, int timeout_ms);
-
-/* Waits for end of stream (a reset counts). 0, -ETIMEDOUT, or -EPROTO when
- * data arrives instead. */
-int cr_test_client_eof(struct cr_test_client *cl, int timeout_ms);
-
-/* Sends line (adding '\n') and reads the reply line. Length or -errno. */
-ssize_t cr_test_client_request(struct cr_test_client *cl, const char *line, char *reply, size_t max,
-                               int timeout_ms);
-
-#endif /* CABRANK_TEST_SERVICES_H */
+#endif /* CABRANK_APPS_LAB_SERVICES_H */
