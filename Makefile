@@ -35,7 +35,10 @@ SHELL := /bin/bash
 
 WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
         -Wvla -fno-common -Werror
-BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc -Itests/support $(WARN) -MMD -MP
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE -pthread -Iinclude -Isrc $(WARN) -MMD -MP
+# Only test code (tests/, and the benchmarks under bench/ that run the test services) finds
+# the test support's headers; what ships takes its shared pieces from apps/common/.
+TEST_CFLAGS = $(if $(filter tests/% bench/%,$<),-Itests/support)
 # Library dependencies resolved when a recipe runs (after `deps` has installed them).
 DEP_CFLAGS = $(shell pkg-config --cflags liburing sqlite3 libpq 2>/dev/null) \
              $(shell pkg-config --exists liburing 2>/dev/null && echo -DCR_HAVE_LIBURING) \
@@ -128,7 +131,7 @@ EXAMPLE_NAMES := $(patsubst %.c,%,$(EXAMPLE_SRCS))
 INTEG_NAMES   := $(patsubst tests/%.c,%,$(INTEG_SRCS))
 
 # Objects, one rule per variant: the same command with that variant's flags.
-compile = $(CC) $(BASE_CFLAGS) $(CFLAGS_$(1)) $(DEP_CFLAGS) $(CHECK_CFLAGS) -I$(OBJ_$(1))/gen -c -o $@ $<
+compile = $(CC) $(BASE_CFLAGS) $(TEST_CFLAGS) $(CFLAGS_$(1)) $(DEP_CFLAGS) $(CHECK_CFLAGS) -I$(OBJ_$(1))/gen -c -o $@ $<
 $(OBJ_release)/%.o: %.c | deps
 	@mkdir -p $(@D)
 	$(call compile,release)
@@ -154,8 +157,8 @@ $(foreach v,$(VARIANTS),$(OBJ_$(v))/tests/unit/runner.o): %/tests/unit/runner.o:
 
 $(call every,libcabrank.a): $$(call objs,$$@,$$(LIB_SRCS))
 $(call every,libapps.a): $$(call objs,$$@,$$(APP_LIB_SRCS))
-# The test services and helpers (tests/support): an archive, so a program
-# takes only the members it uses (cabrank-bench: the echo and line services).
+# The test helpers (tests/support): an archive the unit runner, the
+# integration programs and the benchmarks link; no shipped program does.
 $(call every,libsupport.a): $$(call objs,$$@,$$(SUPPORT_SRCS))
 $(BUILD)/%.a:
 	@mkdir -p $(@D)
@@ -174,12 +177,11 @@ $(call every,$(INTEG_NAMES)): $$(call objs,$$@,tests/integration/$$(@F).c) \
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_$(call variant,$@)) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
 
-# The programs cabrank-<prog>, from their main source. libsupport.a serves
-# cabrank-bench the test services it runs; other programs take nothing from it.
+# The programs cabrank-<prog>, from their main source.
 main_of = $(foreach f,$(APP_MAIN_SRCS),$(if $(filter $(1),$(call prog_name,$(f))),$(f)))
 PROGS := $(filter-out $(PGO_REPLACES),$(call every,$(APP_PROGS))) $(PGO_PLAIN)
 $(PROGS): $$(call objs,$$@,$$(call main_of,$$(@F))) \
-          $$(call libs,$$@,libsupport.a libapps.a libcabrank.a)
+          $$(call libs,$$@,libapps.a libcabrank.a)
 	$(CC) $(LDFLAGS_$(call variant,$@)) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
 
 # release-all, asan-all, ...: a variant's library, unit runner, examples,

@@ -22,8 +22,8 @@ CFLAGS_pgo  := $(CFLAGS_release) $(PGO_PROBE) -Wno-error
 LDFLAGS_pgo := $(LDFLAGS_release) $(PGO_PROBE)
 endif
 
-# The training run, tools/pgo_train.c, built like the benchmarks.
-$(BUILD)/tools/%: $(OBJ_release)/tools/%.o $(BUILD)/libsupport.a $(BUILD)/libcabrank.a
+# The training run, tools/pgo_train.c, on the HTTP client of apps/common/.
+$(BUILD)/tools/%: $(OBJ_release)/tools/%.o $(BUILD)/libapps.a $(BUILD)/libcabrank.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_release) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
 
@@ -41,7 +41,7 @@ $(PGO_STAMP): $(OBJ_release)/cabrank-httpd $(BUILD)/tools/pgo_train
 	find $(OBJ_pgo) -type f ! -name '*.gcda' -delete
 	@touch $@
 ifneq ($(PGO_STAGE),gen)
-$(patsubst %.c,$(OBJ_pgo)/%.o,$(LIB_SRCS) $(APP_LIB_SRCS) $(SUPPORT_SRCS) apps/httpd/main.c): \
+$(patsubst %.c,$(OBJ_pgo)/%.o,$(LIB_SRCS) $(APP_LIB_SRCS) apps/httpd/main.c): \
   $(PGO_STAMP)
 endif
 

@@ -1,7 +1,7 @@
 /*
  * report_internal.h - helpers shared by the report's writers (report_md.c, plot_svg.c,
  * claims.c): the workloads and series of a set of rows, and one workload's rows in table order.
- * Defined in report_md.c. Single-threaded; the results borrow the rows.
+ * Defined in report_rows.c. Single-threaded; the results borrow the rows.
  */
 #ifndef CABRANK_BENCH_REPORT_INTERNAL_H
 #define CABRANK_BENCH_REPORT_INTERNAL_H

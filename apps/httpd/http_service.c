@@ -20,17 +20,11 @@
  * at the head's first byte), the body timeout, or, between requests, the
  * keep-alive timeout, re-armed from drained() once the answer is out.
  *
- * Memory: a response head (and an error's small body) is formatted in place
- * with cr_conn_reserve/commit; a file body is a cr_conn_write_file segment
- * (sendfile) holding a reference to its file-cache entry, except that a body
- * (or single range) of at most INLINE_BODY_MAX bytes is copied into the
- * head's buffer, so head and body leave in one send and one packet. It is
- * copied from the entry's content, which the cache keeps for files that
- * small, so a hot small file costs a recv and a send; it is read with pread
- * only when the entry holds no copy (the cache's content budget was spent,
- * or the file changed while the cache read it). Nothing is allocated per
+ * Responses are formatted by http_response.c and files answered by
+ * http_serve_file.c; this file routes a request (file, status page, OPTIONS,
+ * other methods) and keeps the connection's phase. Nothing is allocated per
  * request except for the status page and for list fields sent on several
- * lines (combined into one value, RFC 9110 5.3).
+ * lines (http_serve_file.c).
  */
 #include "http_service.h"
 
@@ -41,8 +35,9 @@
 #include "file_cache.h"
 #include "http_file.h"
 #include "http_path.h"
+#include "http_response.h"
+#include "http_serve_file.h"
 #include "mime.h"
-#include "out_buf.h"
 #include "status.h"
 
 #include <arpa/inet.h>
@@ -57,13 +52,6 @@
 
 /* Header field lines a request may have at most (its array is on the stack). */
 #define HEADERS_CAP 256
-/* Room for a response head's fixed fields; variable ones are added. */
-#define HEAD_RESERVE 768
-#define ALLOW        "GET, HEAD, OPTIONS"
-/* File bodies up to this are copied into the response's buffer and sent with
- * its head; larger ones go out with sendfile. Also the size up to which the
- * file cache keeps a file's content. */
-#define INLINE_BODY_MAX (16 * 1024)
 
 enum phase {
     PHASE_HEAD = 0,     /* waiting for or reading a request head */
@@ -102,240 +90,6 @@ struct http_conn {
     unsigned requests; /* answered on this connection */
 };
 
-/* One request being answered. */
-struct reply {
-    const struct http_request *req; /* NULL: the head was malformed */
-    int minor;                      /* HTTP/1.minor of the request (1 when unknown) */
-    bool head;                      /* HEAD: no body */
-    bool keep_alive;                /* decided before the head is written */
-    uint64_t start_ns;
-    int status;          /* for the log and the counters */
-    uint64_t body_bytes; /* body bytes queued */
-    /* The file-cache reference the request holds, until a body segment
-     * takes it over (saves a ref/release pair on the shared entry). */
-    const struct http_file *ref;
-};
-
-/* What a response head says besides the status line, Date and Server. */
-struct resp {
-    int status;
-    struct http_entity e;
-    /* e's fields formatted beforehand (http_file.ok_fields), written in its place;
-     * NULL: e is written. */
-    const char *fields;
-    size_t fields_len;
-    const char *location; /* a decoded path, percent-encoded when written */
-    size_t location_len;
-    const char *query; /* appended to location after '?' (raw) */
-    size_t query_len;
-    bool allow;
-    bool no_store;
-    const char *body; /* a small body copied after the head (not for HEAD) */
-    size_t body_len;
-    /* A small file body copied into the head's buffer: file_len bytes
-     * from file_data (the entry's content, from the offset) or else read
-     * from file_fd at file_off. write_head sets file_done to what it
-     * copied (a file that shrank meanwhile reads short: the caller sends
-     * the rest with sendfile, which then fails and closes). */
-    const char *file_data;
-    int file_fd;
-    uint64_t file_off;
-    size_t file_len;
-    size_t file_done;
-};
-
-/* ------------------------------------------------------------------ formatting */
-
-/* The calling thread's Date value, formatted once per second. */
-static __thread int64_t tl_date_sec = -1;
-static __thread char tl_date[HTTP_DATE_LEN + 1];
-
-static const char *date_now(int64_t *sec)
-{
-    /* The second of the request's event: no clock read per answer (even the
-     * coarse clock's vDSO call was 2% of a small request's user samples). */
-    int64_t now = cr_clock_event_wall_sec();
-
-    if (now != tl_date_sec) {
-        if (http_date_format(tl_date, now) == 0)
-            memcpy(tl_date, "Thu, 01 Jan 1970 00:00:00 GMT", HTTP_DATE_LEN + 1);
-        tl_date_sec = now;
-    }
-    *sec = tl_date_sec;
-    return tl_date;
-}
-
-/* A status line with the head's fixed start, and its reason phrase within it. */
-struct status_line {
-    int status;
-    const char *line; /* "HTTP/1.1 <status> <reason>\r\nServer: cabrank\r\nDate: " */
-    unsigned char len;
-    unsigned char reason_len;
-};
-
-/* A head's start for a status: the status line, Server and "Date: ". */
-#define HEAD_START(code, why) "HTTP/1.1 " #code " " why "\r\nServer: cabrank\r\nDate: "
-/* Where the reason phrase begins in it: after "HTTP/1.1 ", three digits and a space. */
-#define REASON_AT (sizeof("HTTP/1.1 200 ") - 1)
-#define STATUS_LINE(code, why)                                                                     \
-    {                                                                                              \
-        code, HEAD_START(code, why), (unsigned char)(sizeof(HEAD_START(code, why)) - 1),           \
-            (unsigned char)(sizeof(why) - 1)                                                       \
-    }
-
-/* Whole lines, so that a head starts with one copy of a known length (no
- * number to format, no strlen). The last entry answers for any other status. */
-static const struct status_line status_lines[] = {
-    STATUS_LINE(200, "OK"),
-    STATUS_LINE(206, "Partial Content"),
-    STATUS_LINE(301, "Moved Permanently"),
-    STATUS_LINE(304, "Not Modified"),
-    STATUS_LINE(400, "Bad Request"),
-    STATUS_LINE(403, "Forbidden"),
-    STATUS_LINE(404, "Not Found"),
-    STATUS_LINE(405, "Method Not Allowed"),
-    STATUS_LINE(408, "Request Timeout"),
-    STATUS_LINE(412, "Precondition Failed"),
-    STATUS_LINE(414, "URI Too Long"),
-    STATUS_LINE(416, "Range Not Satisfiable"),
-    STATUS_LINE(431, "Request Header Fields Too Large"),
-    STATUS_LINE(501, "Not Implemented"),
-    STATUS_LINE(503, "Service Unavailable"),
-    STATUS_LINE(505, "HTTP Version Not Supported"),
-    STATUS_LINE(500, "Internal Server Error"),
-};
-
-static const struct status_line *status_line(int status)
-{
-    size_t last = sizeof(status_lines) / sizeof(status_lines[0]) - 1;
-
-    for (size_t i = 0; i < last; i++) {
-        if (status_lines[i].status == status)
-            return &status_lines[i];
-    }
-    return &status_lines[last];
-}
-
-/* The reason phrase of a status, and its length. */
-static const char *reason(int status, size_t *len)
-{
-    const struct status_line *sl = status_line(status);
-
-    *len = sl->reason_len;
-    return sl->line + REASON_AT;
-}
-
-/* Writes a decoded path percent-encoded: what is not a pchar or '/'. */
-static void put_path_encoded(struct httpd_out *o, const char *s, size_t n)
-{
-    /* write_head reserved 3 bytes per path byte, plus the NUL it writes. */
-    ssize_t len = http_path_encode(s, n, o->p, (size_t)(o->end - o->p));
-
-    if (len > 0)
-        o->p += len;
-}
-
-/*
- * Queues the response head of r (and its small body, unless HEAD) with one
- * reserve/commit. Says Connection: close and asks for a close after the
- * flush unless the reply keeps the connection alive. -ENOMEM.
- */
-static int write_head(struct cr_conn *c, struct reply *rp, struct resp *r)
-{
-    size_t need = HEAD_RESERVE + r->fields_len + r->e.ctype_len + r->e.content_range_len +
-                  3 * r->location_len + r->query_len + r->body_len + r->file_len;
-    char *base = cr_conn_reserve(c, need);
-    struct httpd_out o;
-    int64_t sec;
-    const char *date = date_now(&sec);
-    const struct status_line *sl = status_line(r->status);
-
-    if (base == NULL)
-        return -ENOMEM;
-    /* need is sized so o never fills; should that be wrong, o cuts rather than overruns. */
-    o = (struct httpd_out){.p = base, .end = base + need};
-    httpd_out_put(&o, sl->line, sl->len);
-    httpd_out_put(&o, date, HTTP_DATE_LEN);
-    if (r->fields != NULL)
-        httpd_out_put(&o, r->fields, r->fields_len);
-    else
-        http_entity_put(&o, &r->e);
-    if (r->location != NULL) {
-        HTTPD_OUT_LIT(&o, "\r\nLocation: ");
-        put_path_encoded(&o, r->location, r->location_len);
-        if (r->query != NULL) {
-            httpd_out_put(&o, "?", 1);
-            httpd_out_put(&o, r->query, r->query_len);
-        }
-    }
-    if (r->allow)
-        HTTPD_OUT_LIT(&o, "\r\nAllow: " ALLOW);
-    if (r->no_store)
-        HTTPD_OUT_LIT(&o, "\r\nCache-Control: no-store");
-    if (!rp->keep_alive)
-        HTTPD_OUT_LIT(&o, "\r\nConnection: close");
-    else if (rp->minor == 0)
-        HTTPD_OUT_LIT(&o, "\r\nConnection: keep-alive");
-    HTTPD_OUT_LIT(&o, "\r\n\r\n");
-    if (r->body_len > 0 && !rp->head) {
-        httpd_out_put(&o, r->body, r->body_len);
-        rp->body_bytes += r->body_len;
-    }
-    if (r->file_len > 0 && r->file_data != NULL) {
-        char *body = o.p;
-
-        httpd_out_put(&o, r->file_data, r->file_len);
-        r->file_done = (size_t)(o.p - body);
-        rp->body_bytes += r->file_done;
-    } else if (r->file_len > 0) {
-        ssize_t n;
-
-        do {
-            n = pread(r->file_fd, o.p, r->file_len, (off_t)r->file_off);
-        } while (n < 0 && errno == EINTR);
-        r->file_done = n > 0 ? (size_t)n : 0;
-        o.p += r->file_done;
-        rp->body_bytes += r->file_done;
-    }
-    cr_conn_commit(c, (size_t)(o.p - base));
-    rp->status = r->status;
-    if (!rp->keep_alive)
-        cr_conn_close_after_flush(c);
-    return 0;
-}
-
-/* An error or redirect answer with a small HTML body. */
-static int write_simple(struct cr_conn *c, struct reply *rp, struct resp *r)
-{
-    char body[256];
-    struct httpd_out o = {.p = body, .end = body + sizeof(body)};
-    size_t wlen;
-    const char *why = reason(r->status, &wlen);
-
-    HTTPD_OUT_LIT(&o, "<html><head><title>");
-    httpd_out_u64(&o, (uint64_t)r->status);
-    httpd_out_put(&o, " ", 1);
-    httpd_out_put(&o, why, wlen);
-    HTTPD_OUT_LIT(&o, "</title></head><body><h1>");
-    httpd_out_u64(&o, (uint64_t)r->status);
-    httpd_out_put(&o, " ", 1);
-    httpd_out_put(&o, why, wlen);
-    HTTPD_OUT_LIT(&o, "</h1><hr>cabrank</body></html>\n");
-    r->e.ctype = "text/html; charset=utf-8";
-    r->e.ctype_len = strlen(r->e.ctype);
-    r->body = body;
-    r->body_len = (size_t)(o.p - body);
-    r->e.content_length = r->body_len;
-    return write_head(c, rp, r);
-}
-
-static int write_error(struct cr_conn *c, struct reply *rp, int status)
-{
-    struct resp r = {.status = status, .allow = status == 405};
-
-    return write_simple(c, rp, &r);
-}
-
 /* ------------------------------------------------------------------ requests */
 
 /* Whether the connection comes from the loopback network. */
@@ -356,57 +110,6 @@ static bool is_loopback(struct cr_conn *c)
         return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
     }
     return ci->peer.ss_family == AF_UNIX;
-}
-
-/*
- * The value of a list field that may be sent on several lines (first is
- * its first line), combined with ", " into a malloc'd *owned when it is
- * (rare); else the line's own value. *val NULL when absent. -ENOMEM.
- */
-static int list_field(const struct http_request *req, const struct http_header *first,
-                      const char **val, size_t *len, char **owned)
-{
-    const struct http_header *h;
-    size_t total;
-    char *p;
-
-    *owned = NULL;
-    *val = NULL;
-    *len = 0;
-    if (first == NULL)
-        return 0;
-    if (http_request_header_next(req, first) == NULL) {
-        *val = first->value;
-        *len = first->value_len;
-        return 0;
-    }
-    total = 0;
-    for (h = first; h != NULL; h = http_request_header_next(req, h))
-        total += h->value_len + 2;
-    p = malloc(total);
-    if (p == NULL)
-        return -ENOMEM;
-    total = 0;
-    for (h = first; h != NULL; h = http_request_header_next(req, h)) {
-        if (h->value_len == 0)
-            continue;
-        if (total > 0) {
-            memcpy(p + total, ", ", 2);
-            total += 2;
-        }
-        memcpy(p + total, h->value, h->value_len);
-        total += h->value_len;
-    }
-    *owned = p;
-    *val = p;
-    *len = total;
-    return 0;
-}
-
-static void single_field(const struct http_header *h, const char **val, size_t *len)
-{
-    *val = h != NULL ? h->value : NULL;
-    *len = h != NULL ? h->value_len : 0;
 }
 
 /* Whether the query (raw, after '?') has the parameter format=json. */
@@ -442,14 +145,14 @@ static int serve_status(struct http_service *h, struct cr_conn *c, struct reply 
     int err;
 
     if (!h->status_allow_remote && !is_loopback(c))
-        return write_error(c, rp, 403);
+        return http_response_error(c, rp, 403);
     err = status_render(h->status, cr_conn_server(c), json, &body, &len);
     if (err < 0)
-        return write_error(c, rp, 500);
+        return http_response_error(c, rp, 500);
     r.e.ctype = json ? "application/json" : "text/html; charset=utf-8";
     r.e.ctype_len = strlen(r.e.ctype);
     r.e.content_length = len;
-    err = write_head(c, rp, &r);
+    err = http_response_head(c, rp, &r);
     if (err < 0 || rp->head) {
         free(body);
         return err;
@@ -481,189 +184,6 @@ static int error_status(int err)
     }
 }
 
-/* Queues len bytes of f's variant v from off, holding a reference to f for
- * the segment: the request's own for the first segment, a new one after. */
-static int queue_file(struct cr_conn *c, struct reply *rp, const struct http_file *f,
-                      const struct http_file_variant *v, uint64_t off, uint64_t len)
-{
-    if (rp->ref == f)
-        rp->ref = NULL;
-    else
-        http_file_cache_ref(f);
-    rp->body_bytes += len;
-    return cr_conn_write_file(c, v->fd, (off_t)off, (size_t)len, http_file_cache_release,
-                              (void *)f);
-}
-
-/* The multipart/byteranges body of plan: each part's header, then its bytes. */
-static int queue_multipart(struct cr_conn *c, struct reply *rp, const struct http_file *f,
-                           const struct http_file_variant *v, const struct http_file_plan *plan)
-{
-    size_t cap = HTTP_MULTIPART_PART_MAX(f->mime_len);
-    char *p;
-    size_t n;
-    int err;
-
-    for (unsigned i = 0; i < plan->ranges.n; i++) {
-        const struct http_range *rg = &plan->ranges.r[i];
-
-        p = cr_conn_reserve(c, cap);
-        if (p == NULL)
-            return -ENOMEM;
-        n = http_multipart_part_header(p, cap, plan->boundary, f->mime, f->mime_len, rg, v->size);
-        cr_conn_commit(c, n);
-        rp->body_bytes += n;
-        err = queue_file(c, rp, f, v, rg->first, rg->last - rg->first + 1);
-        if (err < 0)
-            return err;
-    }
-    p = cr_conn_reserve(c, HTTP_MULTIPART_TRAILER_LEN);
-    if (p == NULL)
-        return -ENOMEM;
-    n = http_multipart_trailer(p, HTTP_MULTIPART_TRAILER_LEN, plan->boundary);
-    cr_conn_commit(c, n);
-    rp->body_bytes += n;
-    return 0;
-}
-
-/* Whether req has none of the fields that can change the answer for f: validators,
- * Range, and Accept-Encoding where a ".gz" exists. Then the answer is a 200 with the
- * whole identity variant (If-Range without Range is ignored), decided without the
- * plan: most requests, and gathering the fields for the plan and running it was 187
- * instructions of wrk's request (bench/httpd_instructions.sh with and without). */
-static bool is_unconditional(const struct http_request *req, const struct http_file *f)
-{
-    return req->if_none_match == NULL && req->if_match == NULL && req->if_modified_since == NULL &&
-           req->if_unmodified_since == NULL && req->range == NULL &&
-           (req->accept_encoding == NULL || !f->has_gz);
-}
-
-/* Per thread: varies multipart boundaries without a shared counter. */
-static __thread uint64_t tl_boundary_seq;
-
-/* Answers a GET or HEAD for f (rp->ref, which the caller releases unless a
- * body segment took it). */
-static int serve_entry(struct cr_conn *c, struct reply *rp, const struct http_file *f)
-{
-    const struct http_request *req = rp->req;
-    struct http_file_request frq;
-    char *owned[3] = {NULL, NULL, NULL};
-    const char *ae;
-    size_t ae_len;
-    bool gzip = false;
-    const struct http_file_variant *v;
-    struct http_validators val;
-    struct http_file_plan plan;
-    struct resp r = {.e.vary = f->has_gz};
-    char crange[HTTP_CONTENT_RANGE_MAX];
-    char ctype[96];
-    uint64_t off = 0;
-    uint64_t len = 0;
-    int err;
-
-    if (is_unconditional(req, f)) {
-        v = &f->identity;
-        plan.status = 200;
-        plan.content_length = v->size;
-        plan.ranges.n = 0;
-    } else {
-        frq = (struct http_file_request){.method = rp->head ? HTTP_FILE_HEAD : HTTP_FILE_GET};
-        err = list_field(req, req->if_none_match, &frq.if_none_match, &frq.if_none_match_len,
-                         &owned[0]);
-        if (err == 0)
-            err = list_field(req, req->if_match, &frq.if_match, &frq.if_match_len, &owned[1]);
-        if (err == 0)
-            err = list_field(req, req->accept_encoding, &ae, &ae_len, &owned[2]);
-        if (err < 0)
-            goto out;
-        single_field(req->if_modified_since, &frq.if_modified_since, &frq.if_modified_since_len);
-        single_field(req->if_unmodified_since, &frq.if_unmodified_since,
-                     &frq.if_unmodified_since_len);
-        single_field(req->if_range, &frq.if_range, &frq.if_range_len);
-        single_field(req->range, &frq.range, &frq.range_len);
-        if (f->has_gz && f->gz.fd >= 0 && ae != NULL)
-            gzip = http_accepts_gzip(ae, ae_len);
-        v = gzip ? &f->gz : &f->identity;
-        val = (struct http_validators){
-            .etag = v->etag, .etag_len = v->etag_len, .mtime = v->mtime, .size = v->size};
-        http_file_plan(&plan, &frq, &val, f->mime_len,
-                       (uintptr_t)c ^ (++tl_boundary_seq << 32) ^ (uint64_t)tl_date_sec);
-    }
-    r.status = plan.status;
-    switch (plan.status) {
-    case 200:
-    case 206:
-        if (plan.status == 200 && v == &f->identity) {
-            /* The whole identity variant: the fields the entry formatted for it. */
-            r.fields = f->ok_fields;
-            r.fields_len = f->ok_fields_len;
-        } else {
-            r.e.validators = v->validator_fields;
-            r.e.validators_len = v->validator_fields_len;
-            r.e.gzip = gzip;
-            r.e.accept_ranges = true;
-            r.e.content_length = plan.content_length;
-            r.e.ctype = f->mime;
-            r.e.ctype_len = f->mime_len;
-        }
-        if (plan.status == 206 && plan.ranges.n == 1) {
-            r.e.content_range_len =
-                http_content_range_format(crange, sizeof(crange), &plan.ranges.r[0], v->size);
-            r.e.content_range = crange;
-        } else if (plan.status == 206) {
-            int n =
-                snprintf(ctype, sizeof(ctype), "multipart/byteranges; boundary=%s", plan.boundary);
-
-            r.e.ctype = ctype;
-            r.e.ctype_len = n > 0 && (size_t)n < sizeof(ctype) ? (size_t)n : 0;
-        }
-        if (!rp->head && plan.ranges.n <= 1) {
-            off = plan.status == 206 ? plan.ranges.r[0].first : 0;
-            len = plan.status == 206 ? plan.ranges.r[0].last - off + 1 : v->size;
-            /* A small body goes in the head's buffer: one send for both,
-             * and one packet, instead of a send and a sendfile. The
-             * entry's copy (our reference keeps it) saves the pread; its
-             * bytes, length and validators are of one version. */
-            if (len <= INLINE_BODY_MAX) {
-                r.file_data = v->content != NULL ? v->content + off : NULL;
-                r.file_fd = v->fd;
-                r.file_off = off;
-                r.file_len = (size_t)len;
-            }
-        }
-        err = write_head(c, rp, &r);
-        if (err < 0 || rp->head)
-            break;
-        if (plan.ranges.n > 1)
-            err = queue_multipart(c, rp, f, v, &plan);
-        else if (r.file_done < len)
-            err = queue_file(c, rp, f, v, off + r.file_done, len - r.file_done);
-        break;
-    case 304:
-        r.e.validators = v->validator_fields;
-        r.e.validators_len = v->validator_fields_len;
-        r.e.gzip = gzip;
-        r.e.content_length = v->size;
-        err = write_head(c, rp, &r);
-        break;
-    case 416:
-        r.e.content_range_len = http_content_range_format(crange, sizeof(crange), NULL, v->size);
-        r.e.content_range = crange;
-        err = write_simple(c, rp, &r);
-        break;
-    default: /* 412 */
-        err = write_simple(c, rp, &r);
-        break;
-    }
-out:
-    /* Only a conditional request owns copies: the usual one makes no call. */
-    for (int i = 0; i < 3; i++) {
-        if (owned[i] != NULL)
-            free(owned[i]);
-    }
-    return err;
-}
-
 /* GET and HEAD: the status page, or a file beneath the root. */
 static int serve_get(struct http_service *h, struct cr_conn *c, struct reply *rp)
 {
@@ -675,7 +195,7 @@ static int serve_get(struct http_service *h, struct cr_conn *c, struct reply *rp
 
     err = http_path_normalize(req->target, req->target_len, path, sizeof(path), &np);
     if (err < 0)
-        return write_error(c, rp, error_status(err));
+        return http_response_error(c, rp, error_status(err));
     if (h->status_path != NULL && np.len == h->status_path_len &&
         memcmp(path, h->status_path, np.len) == 0)
         return serve_status(h, c, rp, &np);
@@ -684,19 +204,19 @@ static int serve_get(struct http_service *h, struct cr_conn *c, struct reply *rp
         struct resp r = {.status = 301, .location = path, .location_len = np.len + 1};
 
         if (np.len + 1 >= sizeof(path))
-            return write_error(c, rp, 414);
+            return http_response_error(c, rp, 414);
         path[np.len] = '/';
         r.query = np.query;
         r.query_len = np.query_len;
-        return write_simple(c, rp, &r);
+        return http_response_simple(c, rp, &r);
     }
     if (err < 0) {
         if (error_status(err) >= 500)
             CR_LOG(CR_LOG_WARN, "opening %s: %s", path, strerror(-err));
-        return write_error(c, rp, error_status(err));
+        return http_response_error(c, rp, error_status(err));
     }
     rp->ref = f;
-    err = serve_entry(c, rp, f);
+    err = http_serve_file(c, rp, f);
     if (rp->ref != NULL)
         http_file_cache_release((void *)rp->ref);
     rp->ref = NULL;
@@ -721,7 +241,7 @@ static void finish(struct http_service *h, struct cr_conn *c, const struct reply
         };
         int64_t sec;
 
-        (void)date_now(&sec);
+        (void)http_response_date(&sec);
         e.time_sec = sec;
         if (cr_conn_info(c)->peer_len == 0)
             e.peer = NULL;
@@ -786,11 +306,11 @@ static int serve(struct http_service *h, struct http_conn *hc, struct cr_conn *c
     case HTTP_METHOD_OPTIONS: {
         struct resp r = {.status = 200, .allow = true};
 
-        err = write_head(c, &rp, &r);
+        err = http_response_head(c, &rp, &r);
         break;
     }
     default:
-        err = write_error(c, &rp, 405);
+        err = http_response_error(c, &rp, 405);
         break;
     }
     if (err < 0)
@@ -911,11 +431,11 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
         struct reply rp = {.minor = 1, .start_ns = start};
 
         CR_LOG(CR_LOG_DEBUG, "malformed request: %d", status);
-        err = write_error(c, &rp, status != 0 ? status : 400);
+        err = http_response_error(c, &rp, status != 0 ? status : 400);
         if (err < 0)
             return err;
         finish(h, c, &rp, data, len);
-        return -EBADMSG; /* write_error asked for a close after the flush */
+        return -EBADMSG; /* http_response_error asked for a close after the flush */
     }
     err = serve(h, hc, c, &req, start);
     if (err < 0)

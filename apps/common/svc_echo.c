@@ -1,10 +1,10 @@
 /*
- * svc_echo.c - the echo test service (services.h): every byte received is
+ * svc_echo.c - the echo service (lab_services.h): every byte received is
  * queued back with cr_conn_write. Runs on the models' serving threads (in
  * worker processes under the process models); the counters in the shared
  * struct cr_test_counts are relaxed atomics.
  */
-#include "services.h"
+#include "lab_services.h"
 
 #include <stdlib.h>
 #include <string.h>
