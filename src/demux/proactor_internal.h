@@ -1,8 +1,8 @@
 /*
- * proactor_internal.h - what the proactor's common part (proactor.c: config,
- * tokens, completion dispatchers) and its engines (proactor_uring.c,
- * proactor_emulated.c: the asynchronous operation processors) share.
- * Library-internal.
+ * proactor_internal.h - what the proactor's common part (proactor.c: config
+ * and lifecycle; proactor_token.c: tokens; proactor_dispatch*.c: completion
+ * dispatchers) and its engines (proactor_uring.c, proactor_emulated.c: the
+ * asynchronous operation processors) share. Library-internal.
  *
  * An engine instance is a ring. Its ops are called from any thread except
  * wait(), which only the ring's completion owner calls (the single thread,

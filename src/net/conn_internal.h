@@ -1,9 +1,10 @@
 /*
- * conn_internal.h - the connection driver every model shares (src/net/conn.c):
- * reads into the calling thread's buffer, feeds the service, writes what it
- * queued (writev for memory, sendfile for file ranges), applies backpressure
- * and tracks deadlines. Models only decide which thread runs a connection
- * and how it waits; the driver does the I/O. Library-internal.
+ * conn_internal.h - the connection driver every model shares (src/net/conn.c;
+ * its output queue in conn_output.c): reads into the calling thread's
+ * buffer, feeds the service, writes what it queued (writev for memory,
+ * sendfile for file ranges), applies backpressure and tracks deadlines.
+ * Models only decide which thread runs a connection and how it waits; the
+ * driver does the I/O. Library-internal.
  *
  * A connection is used by one thread at a time (the model guarantees it:
  * one-shot handles, job ownership, or a dedicated thread).
