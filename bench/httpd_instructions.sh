@@ -4,7 +4,7 @@
 # Counts do not move with this machine's noise the way req/s and CPU time do,
 # so they show what a change to the request path saves in our own code, which
 # the peers bench (httpd_vs_peers.sh) cannot separate from its +-5-15%. Kernel
-# time, most of a small request's cost, is not counted: see the README.
+# time, most of a small request's cost, is not counted: see docs/benchmarks.md.
 # A developer bench, not a test: it needs valgrind and wrk
 # (apt-get install -y valgrind wrk).
 set -u -o pipefail

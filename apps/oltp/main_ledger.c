@@ -80,7 +80,7 @@ static const struct opts_table opt_table = {
     OPTS_TABLE(opt_defs, set_special, 24),
     .prog = PROG,
     .usage = "usage: " PROG " [options]\n"
-             "The ledger's transaction server (issue #8): accounts, transfers with idempotency\n"
+             "The ledger's transaction server: accounts, transfers with idempotency\n"
              "keys and multi-request sessions over the OLTP protocol, each write acknowledged\n"
              "only once durable. Options take --flag VALUE or --flag=VALUE; times are seconds\n"
              "(fractions allowed).\n"

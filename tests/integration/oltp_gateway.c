@@ -156,8 +156,8 @@ static void test_failover(const char *url, const char *dir)
         usleep(1000);
     CHECK(atomic_load_explicit(&ld.acked, memory_order_relaxed) >= kill_at, "load too slow");
     /* Frozen first, so that transfers are in flight on it when it dies: in
-     * a closed loop at full speed they nearly always are, but one run (make
-     * test, 2026-11-27) killed it between two and found nothing to resend. */
+     * a closed loop at full speed they nearly always are, but not by
+     * construction, and a kill between two would leave nothing to resend. */
     kill(la.pid, SIGSTOP);
     usleep(200 * 1000);
     kill(la.pid, SIGKILL);
