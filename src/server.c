@@ -61,12 +61,6 @@ static const char *const accept_locks[] = {"pthread", "fcntl", "none", "reusepor
 static const char *const dispatchers[] = {"lf", "single", "ring-per-thread", NULL};
 static const char *const async_engines[] = {"uring", "emulated", NULL};
 
-static const char *const role_names[CR_ROLE_COUNT] = {
-    [CR_ROLE_IDLE] = "idle",         [CR_ROLE_LEADER] = "leader",
-    [CR_ROLE_FOLLOWER] = "follower", [CR_ROLE_PROCESSING] = "processing",
-    [CR_ROLE_LISTENER] = "listener", [CR_ROLE_STOPPED] = "stopped",
-};
-
 enum server_state {
     STATE_CREATED = 0,
     STATE_STARTED,
@@ -108,27 +102,6 @@ struct cr_server {
     uint64_t bytes_out;
     uint64_t requests;
 };
-
-static const char *const worker_state_names[CR_WORKER_STATE_COUNT] = {
-    [CR_WORKER_FREE] = "free", [CR_WORKER_STARTING] = "starting",
-    [CR_WORKER_IDLE] = "idle", [CR_WORKER_LISTENING] = "listening",
-    [CR_WORKER_BUSY] = "busy", [CR_WORKER_STOPPING] = "stopping",
-    [CR_WORKER_DEAD] = "dead",
-};
-
-const char *cr_worker_state_name(enum cr_worker_state state)
-{
-    if ((unsigned)state >= CR_WORKER_STATE_COUNT)
-        return "unknown";
-    return worker_state_names[state];
-}
-
-const char *cr_role_name(enum cr_role role)
-{
-    if ((unsigned)role >= CR_ROLE_COUNT)
-        return "unknown";
-    return role_names[role];
-}
 
 const char *const *cr_server_models(void)
 {

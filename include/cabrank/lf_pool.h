@@ -30,7 +30,7 @@
 #define CABRANK_LF_POOL_H
 
 #include <cabrank/common.h>
-#include <cabrank/server.h>
+#include <cabrank/stats.h>
 
 struct cr_reactor;
 struct cr_lf_pool;

@@ -21,10 +21,12 @@
 #ifndef CABRANK_CONN_INTERNAL_H
 #define CABRANK_CONN_INTERNAL_H
 
-#include <cabrank/server.h>
+#include <cabrank/server_options.h>
 #include <cabrank/service.h>
 
 #include <sys/uio.h>
+
+struct cr_server;
 
 /* What the connection needs next from its model. */
 enum cr__conn_next {

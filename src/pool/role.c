@@ -2,13 +2,27 @@
  * role.c - the role clock of role_internal.h: which role a model's thread is
  * in and how long it spent in each, written by that thread and read by
  * cr_server_stats() on any thread. Used by the reactor, hshr and tpc models.
- * Owns nothing; the clock is embedded in the model's per-thread struct.
+ * Also the roles' names (cr_role_name, role.h). Owns nothing; the clock is
+ * embedded in the model's per-thread struct.
  */
 #include <cabrank/clock.h>
 
 #include "pool/role_internal.h"
 
 #include <string.h>
+
+static const char *const role_names[CR_ROLE_COUNT] = {
+    [CR_ROLE_IDLE] = "idle",         [CR_ROLE_LEADER] = "leader",
+    [CR_ROLE_FOLLOWER] = "follower", [CR_ROLE_PROCESSING] = "processing",
+    [CR_ROLE_LISTENER] = "listener", [CR_ROLE_STOPPED] = "stopped",
+};
+
+const char *cr_role_name(enum cr_role role)
+{
+    if ((unsigned)role >= CR_ROLE_COUNT)
+        return "unknown";
+    return role_names[role];
+}
 
 void cr__role_set_at(struct cr__role_clock *c, enum cr_role role, uint64_t now)
 {

@@ -15,7 +15,8 @@
 #ifndef CABRANK_ROLE_INTERNAL_H
 #define CABRANK_ROLE_INTERNAL_H
 
-#include <cabrank/server.h>
+#include <cabrank/role.h>
+#include <cabrank/stats.h>
 
 /* Zeroed: IDLE, never entered (no time counted until the first set). */
 struct cr__role_clock {

@@ -4,7 +4,8 @@
  * one anonymous shared mapping, made by the master before its first fork so
  * every worker shares it. The manager (one thread of the master) claims,
  * evicts and releases slots; each worker writes its own slot's state and
- * counters; anyone reads.
+ * counters; anyone reads. Also the states' names (cr_worker_state_name,
+ * scoreboard.h).
  *
  * No lock: a lock in shared memory held by a worker that is killed -9 would
  * be held forever. Each field has one writer at a time (the manager between
@@ -22,6 +23,20 @@
 
 #include <assert.h>
 #include <sys/mman.h>
+
+static const char *const worker_state_names[CR_WORKER_STATE_COUNT] = {
+    [CR_WORKER_FREE] = "free", [CR_WORKER_STARTING] = "starting",
+    [CR_WORKER_IDLE] = "idle", [CR_WORKER_LISTENING] = "listening",
+    [CR_WORKER_BUSY] = "busy", [CR_WORKER_STOPPING] = "stopping",
+    [CR_WORKER_DEAD] = "dead",
+};
+
+const char *cr_worker_state_name(enum cr_worker_state state)
+{
+    if ((unsigned)state >= CR_WORKER_STATE_COUNT)
+        return "unknown";
+    return worker_state_names[state];
+}
 
 struct cr__scoreboard {
     /* Immutable after create. */

@@ -21,7 +21,8 @@
 #ifndef CABRANK_SCOREBOARD_INTERNAL_H
 #define CABRANK_SCOREBOARD_INTERNAL_H
 
-#include <cabrank/server.h>
+#include <cabrank/scoreboard.h>
+#include <cabrank/stats.h>
 
 #define CR__SCOREBOARD_SLOTS(max_workers) (4u * (unsigned)(max_workers) + 4u)
 
