@@ -5,6 +5,7 @@
 #include "app_server.h"
 
 #include <cabrank/log.h>
+#include <cabrank/server.h>
 
 #include <errno.h>
 #include <fcntl.h>

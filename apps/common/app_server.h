@@ -6,7 +6,9 @@
 #ifndef CABRANK_APPS_COMMON_APP_SERVER_H
 #define CABRANK_APPS_COMMON_APP_SERVER_H
 
-#include <cabrank/server.h>
+#include <cabrank/common.h>
+
+struct cr_server;
 
 /*
  * Prints "listening on ADDR" to stdout for each of s's listeners, logs the

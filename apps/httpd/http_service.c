@@ -30,7 +30,7 @@
 
 #include <cabrank/clock.h>
 #include <cabrank/log.h>
-#include <cabrank/server.h>
+#include <cabrank/service.h>
 
 #include "file_cache.h"
 #include "http_file.h"

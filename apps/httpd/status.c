@@ -13,7 +13,10 @@
  */
 #include "status.h"
 
+#include <cabrank/role.h>
+#include <cabrank/scoreboard.h>
 #include <cabrank/server.h>
+#include <cabrank/stats.h>
 
 #include <stdarg.h>
 #include <stdio.h>
