@@ -1,14 +1,12 @@
 /*
- * reactor.c - the Reactor: demultiplexing table, timers, signals and wake-up
- * over a cr_handle_set. Used by every reactive model (reactor, lf, hshr) and
- * by the acceptor. One thread at a time waits (the leader); every other
- * function may run on any thread meanwhile. Owns the handle set, the table,
- * the timers and the signalfd; borrows the handlers' arguments.
- *
- * Lock: one mutex, r->lock, guards everything mutable except `stopped`. It is
- * never held while a handler runs or while the handle set waits, and nothing
- * else is locked while it is held (it is a leaf lock), so handlers may call
- * back into the reactor freely.
+ * reactor.c - the Reactor's demultiplexer: the table of handles indexed by
+ * fd over a cr_handle_set, taking one event at a time (due timers first,
+ * reactor_timers.c), dispatching it, and wake-up. Signals arrive as one
+ * more handle (reactor_signals.c). Used by every reactive model (reactor,
+ * lf, hshr) and by the acceptor. One thread at a time waits (the leader);
+ * every other function may run on any thread meanwhile. Owns the handle
+ * set, the table and the batch of fetched events; borrows the handlers'
+ * arguments. The lock: reactor_state_internal.h.
  *
  * Why generations: a wait may fetch a batch of events, and under
  * Leader/Followers the rest of a batch is dispatched by later leaders. By
@@ -28,39 +26,23 @@
  * may still be ready (it stopped short of EAGAIN), queues the entry on the
  * ready list, which take() serves before it waits. The caller's part: re-arm
  * only once the fd would block for what it re-arms for, or say it may not.
- *
- * Timers: a binary min-heap of slot indices ordered by deadline; each slot
- * knows its heap position, so cancel is O(log n). A timer id is
- * (slot generation << 32 | slot index): an id that fired or was cancelled
- * no longer matches its slot, so a second cancel is a clean -ENOENT.
  */
 #include <cabrank/clock.h>
-#include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
 #include "demux/handle_set_internal.h"
 #include "demux/reactor_internal.h"
+#include "demux/reactor_state_internal.h"
 #include "os/clock_internal.h"
-#include "os/sync_internal.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
 
 /* A window that grows starts at its ceiling / this, and one that shrinks
  * below it closes. */
 #define POLL_GROW_START 4
 #define DEFAULT_BATCH   64
 #define MAX_BATCH       256
-#define NO_HEAP_IDX     UINT32_MAX
-#define NO_DEADLINE     UINT64_MAX
-
-enum event_kind {
-    KIND_FD = 1,
-    KIND_TIMER = 2,
-};
 
 struct handler_entry {
     cr_reactor_handler_fn *fn;
@@ -79,63 +61,6 @@ struct ready_item {
     int fd;
     uint32_t gen;
 };
-
-struct timer_slot {
-    uint64_t deadline;
-    cr_reactor_timer_fn *fn;
-    void *arg;
-    uint32_t gen;
-    uint32_t heap_idx; /* NO_HEAP_IDX when free */
-    uint32_t next_free;
-};
-
-struct signal_entry {
-    cr_reactor_signal_fn *fn;
-    void *arg;
-};
-
-struct cr_reactor {
-    /* Immutable after create. */
-    struct cr_handle_set *hs;
-    int batch;
-    uint64_t busy_poll_ns; /* the poll window's ceiling */
-
-    struct cr_lock lock;
-    /* Protected by lock. */
-    struct handler_entry *table;
-    size_t table_len;
-    uint32_t next_gen;
-    struct timer_slot *slots;
-    uint32_t slots_len;
-    uint32_t free_slot; /* head of the free list, NO_HEAP_IDX if empty */
-    uint32_t *heap;
-    uint32_t heap_len;
-    bool waiting;         /* a thread sleeps in the handle set wait (not a busy poll) */
-    uint64_t poll_window; /* how long a wait polls now (cr__reactor_poll_window) */
-    uint64_t wait_until;  /* its deadline (NO_DEADLINE: forever) */
-    bool wake_requested;  /* cr_reactor_wake() since the last return */
-    int sigfd;            /* -1 until the first signal is added */
-    sigset_t sigmask;
-    struct signal_entry signals[NSIG];
-
-    /* Owned by the waiting thread (one at a time); filled outside the lock,
-     * read under it. */
-    struct cr_handle_event *pending;
-    int pending_len;
-    int pending_pos;
-    uint64_t pending_at; /* when the wait that filled it returned */
-
-    /* Protected by lock: the ready list (edge), a FIFO in an array. */
-    struct ready_item *ready;
-    size_t ready_len;
-    size_t ready_pos;
-    size_t ready_cap;
-
-    /* Atomic: set once by cr_reactor_stop (release), read by waiters (acquire). */
-    int stopped;
-};
-
-static void on_signalfd(struct cr_reactor *r, int fd, unsigned events, void *arg);
 
 /* ------------------------------------------------------------------ table */
 
@@ -180,8 +105,8 @@ static unsigned takes(const struct handler_entry *e)
     return e->interest | CR_EV_HUP | CR_EV_ERR;
 }
 
-static int add_locked(struct cr_reactor *r, int fd, unsigned interest, unsigned flags,
-                      cr_reactor_handler_fn *fn, void *arg)
+int cr__reactor_add_locked(struct cr_reactor *r, int fd, unsigned interest, unsigned flags,
+                           cr_reactor_handler_fn *fn, void *arg)
 {
     struct handler_entry *e;
     int err;
@@ -224,93 +149,6 @@ static int remove_locked(struct cr_reactor *r, int fd)
     return err == -ENOENT || err == -EBADF ? 0 : err;
 }
 
-/* ------------------------------------------------------------------ timers */
-
-static bool is_earlier(const struct cr_reactor *r, uint32_t a, uint32_t b)
-{
-    return r->slots[r->heap[a]].deadline < r->slots[r->heap[b]].deadline;
-}
-
-static void heap_swap(struct cr_reactor *r, uint32_t a, uint32_t b)
-{
-    uint32_t t = r->heap[a];
-
-    r->heap[a] = r->heap[b];
-    r->heap[b] = t;
-    r->slots[r->heap[a]].heap_idx = a;
-    r->slots[r->heap[b]].heap_idx = b;
-}
-
-static void sift_up(struct cr_reactor *r, uint32_t i)
-{
-    while (i > 0 && is_earlier(r, i, (i - 1) / 2)) {
-        heap_swap(r, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
-}
-
-static void sift_down(struct cr_reactor *r, uint32_t i)
-{
-    for (;;) {
-        uint32_t l = 2 * i + 1;
-        uint32_t m = i;
-
-        if (l < r->heap_len && is_earlier(r, l, m))
-            m = l;
-        if (l + 1 < r->heap_len && is_earlier(r, l + 1, m))
-            m = l + 1;
-        if (m == i)
-            return;
-        heap_swap(r, i, m);
-        i = m;
-    }
-}
-
-/* Takes slot s out of the heap and returns it to the free list. */
-static void timer_release(struct cr_reactor *r, uint32_t s)
-{
-    uint32_t i = r->slots[s].heap_idx;
-
-    cr_lock_assert_held(&r->lock);
-    r->heap_len--;
-    if (i != r->heap_len) {
-        heap_swap(r, i, r->heap_len);
-        sift_down(r, i);
-        sift_up(r, i);
-    }
-    r->slots[s].heap_idx = NO_HEAP_IDX;
-    r->slots[s].fn = NULL;
-    r->slots[s].next_free = r->free_slot;
-    r->free_slot = s;
-}
-
-static int grow_slots(struct cr_reactor *r)
-{
-    uint32_t len = r->slots_len ? r->slots_len * 2 : 16;
-    struct timer_slot *s;
-    uint32_t *h;
-
-    if (r->slots_len >= UINT32_MAX / 4)
-        return -ENOMEM;
-    s = realloc(r->slots, len * sizeof(*s));
-    if (s == NULL)
-        return -ENOMEM;
-    r->slots = s;
-    h = realloc(r->heap, len * sizeof(*h));
-    if (h == NULL)
-        return -ENOMEM;
-    r->heap = h;
-    for (uint32_t i = r->slots_len; i < len; i++) {
-        s[i].gen = 0;
-        s[i].fn = NULL;
-        s[i].heap_idx = NO_HEAP_IDX;
-        s[i].next_free = i + 1 < len ? i + 1 : r->free_slot;
-    }
-    r->free_slot = r->slots_len;
-    r->slots_len = len;
-    return 0;
-}
-
 /* ------------------------------------------------------------------ lifecycle */
 
 int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *cfg)
@@ -328,9 +166,8 @@ int cr_reactor_create(struct cr_reactor **out, const struct cr_reactor_config *c
     r->busy_poll_ns = cfg != NULL ? (uint64_t)cfg->busy_poll_us * 1000 : 0;
     /* Open wide: the first idle gaps teach it how far to close. */
     r->poll_window = r->busy_poll_ns;
-    r->sigfd = -1;
-    r->free_slot = NO_HEAP_IDX;
-    sigemptyset(&r->sigmask);
+    cr__reactor_timers_init(r);
+    cr__reactor_signals_init(r);
     r->pending = calloc((size_t)r->batch, sizeof(*r->pending));
     if (r->pending == NULL) {
         err = -ENOMEM;
@@ -358,13 +195,11 @@ void cr_reactor_destroy(struct cr_reactor *r)
 {
     if (r == NULL)
         return;
-    if (r->sigfd >= 0)
-        close(r->sigfd);
+    cr__reactor_signals_fini(r);
     cr_handle_set_close(r->hs);
     cr_lock_fini(&r->lock);
     free(r->table);
-    free(r->slots);
-    free(r->heap);
+    cr__reactor_timers_fini(r);
     free(r->pending);
     free(r->ready);
     free(r);
@@ -397,7 +232,7 @@ int cr_reactor_add(struct cr_reactor *r, int fd, unsigned interest, unsigned fla
         (flags & CR_REACTOR_EDGE && !(flags & CR_REACTOR_ONESHOT)))
         return -EINVAL;
     cr_lock_lock(&r->lock);
-    err = add_locked(r, fd, interest, flags, fn, arg);
+    err = cr__reactor_add_locked(r, fd, interest, flags, fn, arg);
     cr_lock_unlock(&r->lock);
     return err;
 }
@@ -509,169 +344,6 @@ int cr_reactor_reactivate(struct cr_reactor *r, int fd)
     return err;
 }
 
-/* ------------------------------------------------------------------ timers API */
-
-int cr_reactor_timer_add(struct cr_reactor *r, uint64_t delay_ms, cr_reactor_timer_fn *fn,
-                         void *arg, uint64_t *id_out)
-{
-    struct timer_slot *t;
-    uint32_t s;
-    bool wake;
-    int err;
-
-    if (fn == NULL)
-        return -EINVAL;
-    if (delay_ms > UINT64_MAX / CR_NSEC_PER_MSEC / 2)
-        delay_ms = UINT64_MAX / CR_NSEC_PER_MSEC / 2; /* "never", without overflow */
-    cr_lock_lock(&r->lock);
-    if (r->free_slot == NO_HEAP_IDX) {
-        err = grow_slots(r);
-        if (err < 0) {
-            cr_lock_unlock(&r->lock);
-            return err;
-        }
-    }
-    s = r->free_slot;
-    t = &r->slots[s];
-    r->free_slot = t->next_free;
-    if (++t->gen == 0)
-        t->gen = 1;
-    t->deadline = cr_clock_now_ns() + delay_ms * CR_NSEC_PER_MSEC;
-    t->fn = fn;
-    t->arg = arg;
-    t->heap_idx = r->heap_len;
-    r->heap[r->heap_len++] = s;
-    sift_up(r, t->heap_idx);
-    /* The waiter sleeps until its own deadline; tell it of an earlier one. */
-    wake = r->waiting && t->heap_idx == 0 && t->deadline < r->wait_until;
-    if (id_out != NULL)
-        *id_out = (uint64_t)t->gen << 32 | s;
-    cr_lock_unlock(&r->lock);
-    if (wake)
-        cr_handle_set_wake(r->hs);
-    return 0;
-}
-
-int cr_reactor_timer_cancel(struct cr_reactor *r, uint64_t timer_id)
-{
-    uint32_t s = (uint32_t)timer_id;
-    uint32_t gen = (uint32_t)(timer_id >> 32);
-    int err = -ENOENT;
-
-    cr_lock_lock(&r->lock);
-    if (s < r->slots_len && gen != 0 && r->slots[s].gen == gen &&
-        r->slots[s].heap_idx != NO_HEAP_IDX) {
-        timer_release(r, s);
-        err = 0;
-    }
-    cr_lock_unlock(&r->lock);
-    return err;
-}
-
-/* ------------------------------------------------------------------ signals */
-
-int cr_reactor_block_signals(void)
-{
-    static const int sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGQUIT,
-                               SIGUSR1, SIGUSR2, SIGCHLD, SIGPIPE};
-    sigset_t set;
-
-    sigemptyset(&set);
-    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
-        sigaddset(&set, sigs[i]);
-    return -pthread_sigmask(SIG_BLOCK, &set, NULL);
-}
-
-int cr_reactor_signal_add(struct cr_reactor *r, int signo, cr_reactor_signal_fn *fn, void *arg)
-{
-    sigset_t one;
-    sigset_t mask;
-    int err;
-
-    if (signo <= 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || fn == NULL)
-        return -EINVAL;
-    sigemptyset(&one);
-    sigaddset(&one, signo);
-    err = -pthread_sigmask(SIG_BLOCK, &one, NULL);
-    if (err < 0)
-        return err;
-    cr_lock_lock(&r->lock);
-    if (r->signals[signo].fn != NULL) {
-        err = -EEXIST;
-        goto out_unlock;
-    }
-    mask = r->sigmask;
-    sigaddset(&mask, signo);
-    if (r->sigfd < 0) {
-        int fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
-
-        if (fd < 0) {
-            err = -errno;
-            goto out_unlock;
-        }
-        err = add_locked(r, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_signalfd, NULL);
-        if (err < 0) {
-            close(fd);
-            goto out_unlock;
-        }
-        r->sigfd = fd;
-    } else if (signalfd(r->sigfd, &mask, 0) < 0) {
-        err = -errno;
-        goto out_unlock;
-    }
-    r->sigmask = mask;
-    r->signals[signo].fn = fn;
-    r->signals[signo].arg = arg;
-out_unlock:
-    cr_lock_unlock(&r->lock);
-    return err;
-}
-
-int cr_reactor_signal_remove(struct cr_reactor *r, int signo)
-{
-    sigset_t mask;
-    int err = -ENOENT;
-
-    if (signo <= 0 || signo >= NSIG)
-        return -EINVAL;
-    cr_lock_lock(&r->lock);
-    if (r->signals[signo].fn != NULL) {
-        mask = r->sigmask;
-        sigdelset(&mask, signo);
-        if (signalfd(r->sigfd, &mask, 0) < 0) {
-            err = -errno;
-        } else {
-            r->sigmask = mask;
-            r->signals[signo].fn = NULL;
-            r->signals[signo].arg = NULL;
-            err = 0;
-        }
-    }
-    cr_lock_unlock(&r->lock);
-    return err;
-}
-
-static void on_signalfd(struct cr_reactor *r, int fd, unsigned events, void *arg)
-{
-    struct signalfd_siginfo si;
-
-    CR_UNUSED(events);
-    CR_UNUSED(arg);
-    /* Drain everything queued; a handler may stop the reactor meanwhile. */
-    while (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-        struct signal_entry se = {0};
-
-        cr_lock_lock(&r->lock);
-        if (si.ssi_signo < NSIG)
-            se = r->signals[si.ssi_signo];
-        cr_lock_unlock(&r->lock);
-        if (se.fn != NULL)
-            se.fn(r, (int)si.ssi_signo, se.arg);
-    }
-    if (cr_reactor_reactivate(r, fd) < 0)
-        CR_LOG(CR_LOG_ERROR, "signalfd reactivation failed; signals are no longer delivered");
-}
-
 /* ------------------------------------------------------------------ waiting */
 
 void cr_reactor_wake(struct cr_reactor *r)
@@ -693,29 +365,10 @@ bool cr_reactor_is_stopped(const struct cr_reactor *r)
     return __atomic_load_n(&r->stopped, __ATOMIC_ACQUIRE) != 0;
 }
 
-/* Takes a due timer into ev. */
-static bool take_timer(struct cr_reactor *r, uint64_t now, struct cr_reactor_event *ev)
-{
-    uint32_t s;
-
-    if (r->heap_len == 0 || r->slots[r->heap[0]].deadline > now)
-        return false;
-    s = r->heap[0];
-    ev->kind = KIND_TIMER;
-    ev->fd = -1;
-    ev->events = 0;
-    ev->timer_id = (uint64_t)r->slots[s].gen << 32 | s;
-    ev->handler = NULL;
-    ev->timer = r->slots[s].fn;
-    ev->arg = r->slots[s].arg;
-    timer_release(r, s);
-    return true;
-}
-
 static void fill_fd_event(struct cr_reactor_event *ev, int fd, unsigned events,
                           const struct handler_entry *e)
 {
-    ev->kind = KIND_FD;
+    ev->kind = CR__REACTOR_KIND_FD;
     ev->fd = fd;
     ev->events = events;
     ev->timer_id = 0;
@@ -775,15 +428,16 @@ static bool take_ready(struct cr_reactor *r, struct cr_reactor_event *ev)
 }
 
 /* How long the handle set may sleep: until the caller's deadline or the next
- * timer, whichever is first. NO_DEADLINE means forever. */
+ * timer, whichever is first. CR__REACTOR_NO_DEADLINE means forever. */
 static int wait_ms(const struct cr_reactor *r, uint64_t now, uint64_t deadline, uint64_t *until)
 {
     uint64_t d = deadline;
+    uint64_t first = cr__reactor_timer_first(r);
 
-    if (r->heap_len > 0 && r->slots[r->heap[0]].deadline < d)
-        d = r->slots[r->heap[0]].deadline;
+    if (first < d)
+        d = first;
     *until = d;
-    if (d == NO_DEADLINE)
+    if (d == CR__REACTOR_NO_DEADLINE)
         return -1;
     if (d <= now)
         return 0;
@@ -855,14 +509,15 @@ static int take(struct cr_reactor *r, int timeout_ms, bool may_wait, uint64_t *n
 
     if (now == 0)
         now = cr_clock_now_ns();
-    deadline = timeout_ms < 0 ? NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
+    deadline =
+        timeout_ms < 0 ? CR__REACTOR_NO_DEADLINE : now + (uint64_t)timeout_ms * CR_NSEC_PER_MSEC;
     cr_lock_lock(&r->lock);
     for (;;) {
         uint64_t until;
         bool poll;
         int ms;
 
-        if (take_timer(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
+        if (cr__reactor_timer_take(r, now, ev) || take_pending(r, ev) || take_ready(r, ev)) {
             ev->taken_ns = now; /* the handler's event time */
             ev->backlog_ns = backlog_since_locked(r);
             found = 1;
@@ -930,9 +585,9 @@ void cr_reactor_dispatch(struct cr_reactor *r, const struct cr_reactor_event *ev
 {
     uint64_t outer = cr__clock_event_enter(ev->taken_ns);
 
-    if (ev->kind == KIND_FD)
+    if (ev->kind == CR__REACTOR_KIND_FD)
         ev->handler(r, ev->fd, ev->events, ev->arg);
-    else if (ev->kind == KIND_TIMER)
+    else if (ev->kind == CR__REACTOR_KIND_TIMER)
         ev->timer(r, ev->timer_id, ev->arg);
     cr__clock_event_leave(outer);
 }

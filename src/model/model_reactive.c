@@ -48,8 +48,8 @@
  * No lock is held while a handler calls into the service, nor while defer
  * runs.
  */
+#include <cabrank/acceptor.h>
 #include <cabrank/clock.h>
-#include <cabrank/listener.h>
 #include <cabrank/log.h>
 
 #include "model/model_reactive_internal.h"

@@ -11,7 +11,7 @@
  * Lock order: the model's lock, then l->lock, then an acceptor's lock, then
  * the reactor's (acceptor.c). l->lock is never held while a callback runs.
  */
-#include <cabrank/listener.h>
+#include <cabrank/acceptor.h>
 #include <cabrank/reactor.h>
 
 #include "net/accept_loop_internal.h"

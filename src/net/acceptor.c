@@ -25,6 +25,7 @@
  * a->lock held and the arming state cannot change between decision and call.
  * a->lock is never held while the owner's callback runs: it may call pause.
  */
+#include <cabrank/acceptor.h>
 #include <cabrank/clock.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>

@@ -6,6 +6,7 @@
  * must not spin and must recover once descriptors are free), and destroy with
  * a pending back-off timer.
  */
+#include <cabrank/acceptor.h>
 #include <cabrank/clock.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>

@@ -1,9 +1,10 @@
 /*
- * test_prefork.c - the prefork model (src/model/model_prefork.c) end to end: the
- * master (manager thread) runs in the test process, its workers are real
- * child processes, and the test drives clients over 127.0.0.1. The service
- * here answers each line with the pid of the worker process that served it,
- * so tests can see which worker did what.
+ * test_prefork.c - the prefork model (src/model/prefork_manager.c and
+ * prefork_worker.c) end to end: the master (manager thread) runs in the
+ * test process, its workers are real child processes, and the test drives
+ * clients over 127.0.0.1. The service here answers each line with the pid
+ * of the worker process that served it, so tests can see which worker did
+ * what.
  *
  * Covers: every accept lock with one and two threads per worker; a worker
  * killed with SIGKILL under load (replaced, only its connection fails, one
