@@ -13,6 +13,7 @@
  * Build: cc -O2 examples/lf_echo.c -o lf_echo $(pkg-config --cflags --libs cabrank)
  * Run:   lf_echo [--listen 127.0.0.1:8080] [--threads 4] [--promotion lifo]
  */
+#include <cabrank/acceptor.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
 #include <cabrank/reactor.h>

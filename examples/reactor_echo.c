@@ -16,6 +16,7 @@
  * Run:   reactor_echo --listen 127.0.0.1:8080 [--listen [::1]:8080] [--backend poll]
  * Messages name the program as it was run (reactor_echo, cabrank-echo).
  */
+#include <cabrank/acceptor.h>
 #include <cabrank/handle_set.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>

@@ -17,6 +17,7 @@
 #include "gateway.h"
 #include "proto.h"
 
+#include <cabrank/acceptor.h>
 #include <cabrank/bound_pool.h>
 #include <cabrank/u64_table.h>
 

@@ -11,11 +11,6 @@
 #include <cabrank/common.h>
 #include <sys/socket.h>
 
-/* For includers that still reach the acceptor through this header
- * (apps/oltp/gateway.c, examples/reactor_echo.c); drop once they include
- * acceptor.h themselves. */
-#include <cabrank/acceptor.h>
-
 struct cr_listener_config {
     /* "127.0.0.1:8080", "[::1]:0", "[::]:80", "*:80" or ":80" (all IPv4),
      * "localhost:8080" is refused: numeric addresses only. Port 0 binds any
