@@ -33,9 +33,9 @@
  * shared.
  *
  * Stop: every child is told with a signal through its pidfd, TERM for a
- * graceful stop (cr__proc_stop becomes CR__CONN_STOP_GRACEFUL: the request
+ * graceful stop (cr__proc_stop becomes CR__STOP_GRACEFUL: the request
  * in flight is answered, then the child exits once idle) and QUIT for an
- * immediate one (CR__CONN_STOP_NOW; the signal wakes its poll at once); a
+ * immediate one (CR__STOP_NOW; the signal wakes its poll at once); a
  * child still alive KILL_AFTER_MS after an immediate stop gets SIGKILL. The
  * slot's `stop` says the same for status pages. The acceptors go at the
  * first stop; wait() returns once every child is reaped and the manager
@@ -104,7 +104,7 @@ struct cr_model {
     struct cr_mutex lock;
     /* Protected by lock. */
     unsigned nchildren; /* live children */
-    int stopping;       /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
+    int stopping;       /* 0, CR__STOP_GRACEFUL or CR__STOP_NOW */
     bool kill_armed;    /* the SIGKILL timer is set */
 };
 
@@ -285,7 +285,7 @@ static void tell_child(struct cr_model *m, unsigned i, int level)
 {
     struct child *ch = &m->children[i];
     struct cr__slot *slot = cr__scoreboard_slot(m->sb, i);
-    int signo = level == CR__CONN_STOP_NOW ? SIGQUIT : SIGTERM;
+    int signo = level == CR__STOP_NOW ? SIGQUIT : SIGTERM;
 
     cr_mutex_assert_held(&m->lock);
     ch->told = true;
@@ -479,7 +479,7 @@ static void manager_main(struct cr__accept_loop *l, void *arg)
         cr_mutex_lock(&m->lock);
         stopping = m->stopping;
         n = m->nchildren;
-        if (stopping == CR__CONN_STOP_NOW && !m->kill_armed) {
+        if (stopping == CR__STOP_NOW && !m->kill_armed) {
             m->kill_armed = true;
             arm = true;
         }
@@ -613,7 +613,7 @@ static int forking_start(struct cr_model *m)
 
 static void forking_stop(struct cr_model *m, bool graceful)
 {
-    int level = graceful ? CR__CONN_STOP_GRACEFUL : CR__CONN_STOP_NOW;
+    int level = graceful ? CR__STOP_GRACEFUL : CR__STOP_NOW;
 
     cr_mutex_lock(&m->lock);
     /* A graceful stop never undoes an immediate one. */

@@ -30,12 +30,12 @@
  * connection below the cap resumes them. busy <= cap also bounds the queue,
  * so a push never blocks.
  *
- * Stop: graceful sets `stop` to CR__CONN_STOP_GRACEFUL, which the driver
+ * Stop: graceful sets `stop` to CR__STOP_GRACEFUL, which the driver
  * reads at least every 100 ms: a thread answers the request in flight and
  * returns once its connection is idle (an idle keep-alive connection thus
  * closes within 100 ms); the acceptor thread leaves its loop, destroys the
  * acceptors and closes the queue, and idle threads serve what is queued
- * (under the same rule) and exit. Immediate sets CR__CONN_STOP_NOW and shuts
+ * (under the same rule) and exit. Immediate sets CR__STOP_NOW and shuts
  * every served socket down (shutdown(2) wakes a thread blocked in poll on it
  * at once), and connections still queued are closed unserved. wait() joins
  * every thread; none is left blocked.
@@ -93,7 +93,7 @@ struct cr_model {
     unsigned nthreads; /* slots whose thread was started */
     bool immediate;    /* an immediate stop was requested */
 
-    /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW: set by stop, read by
+    /* 0, CR__STOP_GRACEFUL or CR__STOP_NOW: set by stop, read by
      * the driver at least every 100 ms. Relaxed atomics. */
     volatile int stop;
 };
@@ -319,10 +319,10 @@ static void tpc_stop(struct cr_model *m, bool graceful)
      * goes through m->lock, the queue or the reactor. A graceful stop never
      * undoes an immediate one. */
     if (graceful)
-        (void)__atomic_compare_exchange_n(&m->stop, &(int){0}, CR__CONN_STOP_GRACEFUL, false,
+        (void)__atomic_compare_exchange_n(&m->stop, &(int){0}, CR__STOP_GRACEFUL, false,
                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     else
-        __atomic_store_n(&m->stop, CR__CONN_STOP_NOW, __ATOMIC_RELAXED);
+        __atomic_store_n(&m->stop, CR__STOP_NOW, __ATOMIC_RELAXED);
     if (!graceful) {
         cr_mutex_lock(&m->lock);
         m->immediate = true;

@@ -56,7 +56,7 @@ struct proc {
     int rp_index; /* reuseport: the copies it accepts on; -1: none */
     uint32_t tag; /* the slot's claim tag */
     unsigned generation;
-    int told;              /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
+    int told;              /* 0, CR__STOP_GRACEFUL or CR__STOP_NOW */
     uint64_t warned_since; /* busy_since_ns already reported */
 };
 
@@ -84,7 +84,7 @@ struct cr_model {
     bool start_done;
     int start_err;
     unsigned restart_pending;
-    int stop_mode; /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
+    int stop_mode; /* 0, CR__STOP_GRACEFUL or CR__STOP_NOW */
 };
 
 static void counter_add(uint64_t *counter, int64_t delta)
@@ -113,7 +113,7 @@ static void tell(struct proc *p, int how)
         __atomic_store_n(&s->state, (int)CR_WORKER_STOPPING, __ATOMIC_RELAXED);
     }
     /* Through the pidfd: the pid cannot have been reused, it is not reaped. */
-    if (pidfd_send_signal(p->pidfd, how == CR__CONN_STOP_NOW ? SIGQUIT : SIGTERM, NULL, 0) < 0 &&
+    if (pidfd_send_signal(p->pidfd, how == CR__STOP_NOW ? SIGQUIT : SIGTERM, NULL, 0) < 0 &&
         errno != ESRCH)
         CR_LOG(CR_LOG_WARN, "prefork: signalling worker %d: %s", (int)p->pid, strerror(errno));
 }
@@ -290,7 +290,7 @@ static void retire_one(struct cr_model *m)
             pick = p;
     }
     if (pick != NULL)
-        tell(pick, CR__CONN_STOP_GRACEFUL);
+        tell(pick, CR__STOP_GRACEFUL);
 }
 
 /* The 1 s maintenance (Apache's perform_idle_server_maintenance): short of
@@ -450,7 +450,7 @@ static void do_restart(struct cr_model *m, unsigned n)
     spawn(m, (unsigned)m->pool.cfg->workers);
     for (struct proc *p = m->procs; p != NULL; p = p->next) {
         if (p->generation != m->generation)
-            tell(p, CR__CONN_STOP_GRACEFUL);
+            tell(p, CR__STOP_GRACEFUL);
     }
     m->spawn_rate = 1;
 }
@@ -460,7 +460,7 @@ static void apply_stop(struct cr_model *m, int how)
     m->stop_applied = how;
     for (struct proc *p = m->procs; p != NULL; p = p->next)
         tell(p, how);
-    if (how == CR__CONN_STOP_NOW && m->kill_timer == 0 &&
+    if (how == CR__STOP_NOW && m->kill_timer == 0 &&
         cr_reactor_timer_add(m->r, IMMEDIATE_KILL_MS, on_kill_timer, m, &m->kill_timer) < 0)
         m->kill_timer = 0;
 }
@@ -503,7 +503,7 @@ static void *manager_main(void *arg)
     cr_cond_broadcast(&m->cv);
     cr_mutex_unlock(&m->lock);
     if (err < 0) {
-        apply_stop(m, CR__CONN_STOP_NOW);
+        apply_stop(m, CR__STOP_NOW);
     }
     /* Until stopped and every worker reaped. */
     while (m->stop_applied == 0 || m->procs != NULL) {
@@ -618,7 +618,7 @@ static int prefork_start(struct cr_model *m)
 
 static void prefork_stop(struct cr_model *m, bool graceful)
 {
-    int how = graceful ? CR__CONN_STOP_GRACEFUL : CR__CONN_STOP_NOW;
+    int how = graceful ? CR__STOP_GRACEFUL : CR__STOP_NOW;
 
     cr_mutex_lock(&m->lock);
     /* A graceful stop never undoes an immediate one. */

@@ -83,7 +83,7 @@ static struct cr__slot *my_slot(struct wproc *w)
     return cr__scoreboard_owns(w->pool->sb, w->slot_idx, w->tag) ? w->slot : NULL;
 }
 
-/* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW: the signal's flag, or the
+/* 0, CR__STOP_GRACEFUL or CR__STOP_NOW: the signal's flag, or the
  * slot's stop should a signal have gone astray. */
 static int stop_level(struct wproc *w)
 {
@@ -160,7 +160,7 @@ static void on_request(void *arg)
          * replaces us. Never downgrades an immediate stop. */
         int zero = 0;
 
-        (void)__atomic_compare_exchange_n(&cr__proc_stop, &zero, CR__CONN_STOP_GRACEFUL, false,
+        (void)__atomic_compare_exchange_n(&cr__proc_stop, &zero, CR__STOP_GRACEFUL, false,
                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
 }
@@ -185,7 +185,7 @@ static bool await_first_request(struct wproc *w, struct cr_conn *c)
         int st = stop_level(w);
         int n;
 
-        if (st == CR__CONN_STOP_NOW)
+        if (st == CR__STOP_NOW)
             return false;
         if (st != 0 && grace_end == 0)
             grace_end = now + STOP_GRACE_MS * CR_NSEC_PER_MSEC;
@@ -297,7 +297,7 @@ static bool lf_follow(struct wproc *w)
         /* Only a corrupted mutex gets here: leave, the manager replaces us. */
         CR_LOG(CR_LOG_ERROR, "prefork: accept lock: %s", strerror(-err));
         int zero = 0;
-        (void)__atomic_compare_exchange_n(&cr__proc_stop, &zero, CR__CONN_STOP_GRACEFUL, false,
+        (void)__atomic_compare_exchange_n(&cr__proc_stop, &zero, CR__STOP_GRACEFUL, false,
                                           __ATOMIC_RELAXED, __ATOMIC_RELAXED);
     }
     return err == 0;

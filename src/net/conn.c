@@ -482,7 +482,7 @@ void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile 
             int timeout = STOP_POLL_MS;
             int n;
 
-            if (st == CR__CONN_STOP_NOW || (st != 0 && cr__conn_is_idle(c)))
+            if (st == CR__STOP_NOW || (st != 0 && cr__conn_is_idle(c)))
                 return;
             if (deadline != 0 && now >= deadline)
                 return;

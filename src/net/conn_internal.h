@@ -26,6 +26,8 @@
 
 #include <sys/uio.h>
 
+#include "os/stop_internal.h"
+
 struct cr_server;
 
 /* What the connection needs next from its model. */
@@ -130,16 +132,14 @@ int cr__conn_next_output(struct cr_conn *c, struct cr__conn_out *out, unsigned m
  */
 enum cr__conn_next cr__conn_sent(struct cr_conn *c, size_t n, unsigned worker);
 
-/* *stop values for cr__conn_serve_blocking. */
-#define CR__CONN_STOP_GRACEFUL 1 /* return once nothing is in flight */
-#define CR__CONN_STOP_NOW      2 /* return at the next wake-up */
+/* *stop values for cr__conn_serve_blocking: CR__STOP_GRACEFUL, CR__STOP_NOW. */
 
 /*
  * Serves the connection to its end with blocking waits (poll with the
  * deadline; the socket stays non-blocking) on the calling thread: the tpc
  * model. Returns when it is to be closed: the peer left, the service closed
  * it, an error, a deadline passed, or *stop was set (read with relaxed
- * atomics, at least every 100 ms): CR__CONN_STOP_NOW returns at once, any
+ * atomics, at least every 100 ms): CR__STOP_NOW returns at once, any
  * other nonzero value once the connection is idle (a request in flight is
  * answered first). The caller then destroys it.
  */

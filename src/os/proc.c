@@ -15,8 +15,8 @@
  */
 #include "os/proc_internal.h"
 
-#include "net/conn_internal.h"
 #include "os/clock_internal.h"
+#include "os/stop_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -62,13 +62,13 @@ static void on_term(int signo)
 {
     CR_UNUSED(signo);
     if (cr__proc_stop == 0)
-        cr__proc_stop = CR__CONN_STOP_GRACEFUL;
+        cr__proc_stop = CR__STOP_GRACEFUL;
 }
 
 static void on_quit(int signo)
 {
     CR_UNUSED(signo);
-    cr__proc_stop = CR__CONN_STOP_NOW;
+    cr__proc_stop = CR__STOP_NOW;
 }
 
 /*

@@ -35,8 +35,8 @@ typedef int cr__proc_main_fn(void *arg);
 int cr__proc_spawn(cr__proc_main_fn *fn, void *arg, pid_t *pid, int *pidfd);
 
 /*
- * In a child: 0 while running, CR__CONN_STOP_GRACEFUL after SIGTERM,
- * CR__CONN_STOP_NOW after SIGQUIT (conn_internal.h values, so it can be
+ * In a child: 0 while running, CR__STOP_GRACEFUL after SIGTERM,
+ * CR__STOP_NOW after SIGQUIT (conn_internal.h values, so it can be
  * passed to cr__conn_serve_blocking). Written by signal handlers.
  */
 extern volatile int cr__proc_stop;

@@ -31,7 +31,7 @@ struct cr__slot {
     int pid;
     unsigned generation;
     uint32_t tag; /* changes at each claim: a worker's claim check */
-    int stop;     /* 0, CR__CONN_STOP_GRACEFUL or CR__CONN_STOP_NOW */
+    int stop;     /* 0, CR__STOP_GRACEFUL or CR__STOP_NOW */
     /* Written by the worker (the manager writes STARTING, DEAD, FREE). */
     int state; /* enum cr_worker_state */
     unsigned busy_threads;

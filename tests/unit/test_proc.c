@@ -127,13 +127,13 @@ static void check_stop_signal(int signo, int expect)
 
 START_TEST(term_sets_graceful_stop_in_child)
 {
-    check_stop_signal(SIGTERM, CR__CONN_STOP_GRACEFUL);
+    check_stop_signal(SIGTERM, CR__STOP_GRACEFUL);
 }
 END_TEST
 
 START_TEST(quit_sets_immediate_stop_in_child)
 {
-    check_stop_signal(SIGQUIT, CR__CONN_STOP_NOW);
+    check_stop_signal(SIGQUIT, CR__STOP_NOW);
 }
 END_TEST
 
@@ -151,7 +151,7 @@ START_TEST(interrupt_does_not_reach_child)
     ck_assert_int_eq(kill(pid, SIGTERM), 0);
     status = reap_blocking(pidfd);
     ck_assert(WIFEXITED(status));
-    ck_assert_int_eq(WEXITSTATUS(status), CR__CONN_STOP_GRACEFUL);
+    ck_assert_int_eq(WEXITSTATUS(status), CR__STOP_GRACEFUL);
     close(pidfd);
 }
 END_TEST
@@ -234,7 +234,7 @@ START_TEST(child_gets_term_when_its_parent_dies)
     /* Its parent is gone: TERM came. */
     ck_assert(is_readable(ready[0], timeout_ms(5000)));
     ck_assert_int_eq(read(ready[0], &c, 1), 1);
-    ck_assert_int_eq(c, '0' + CR__CONN_STOP_GRACEFUL);
+    ck_assert_int_eq(c, '0' + CR__STOP_GRACEFUL);
     ck_assert_int_eq(waitpid(grandchild, &status, 0), grandchild);
     ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     close(ready[0]);
