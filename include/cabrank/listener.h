@@ -26,7 +26,7 @@ struct cr_listener_config {
      * "bbr": net.ipv4.tcp_available_congestion_control); NULL: the
      * system's default. BBR without the fq qdisc paces every socket with
      * a timer, which on loopback costs CPU and makes large transfers slow
-     * in some runs and not in others (see the README). */
+     * in some runs and not in others (figures: docs/design/server_api.md). */
     const char *congestion;
     /* TCP_NOTSENT_LOWAT, which accepted connections inherit: a connection
      * takes more data only while less than this many bytes of what it took

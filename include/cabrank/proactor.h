@@ -1,5 +1,5 @@
 /*
- * proactor.h - the Proactor (Pyarali, Harrison, Schmidt, Jordan; DESIGN.md):
+ * proactor.h - the Proactor (Pyarali, Harrison, Schmidt, Jordan; docs/architecture.md):
  * the application starts asynchronous operations; an asynchronous operation
  * processor performs them; a completion dispatcher calls each operation's
  * completion handler on one of the proactor's threads.

@@ -37,7 +37,7 @@ struct cr_reactor_config {
     /* Before a wait would sleep, keep polling the handle set (and the
      * timers, the ready list, wake-ups) for a while; 0: sleep at once. A
      * sleeping waiter costs whoever makes it ready a cross-CPU wake-up;
-     * polling spends this thread's CPU to spare that (README). The window
+     * polling spends this thread's CPU to spare that (docs/httpd.md, tuning). The window
      * adapts to the idle gaps seen, between none and this ceiling, as KVM's
      * halt polling does: it widens while gaps a longer poll would have
      * covered come, and closes when gaps outlast the ceiling, so an idle

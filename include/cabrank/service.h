@@ -1,5 +1,5 @@
 /*
- * service.h - the sans-I/O service interface (DESIGN.md). A service is
+ * service.h - the sans-I/O service interface (docs/architecture.md). A service is
  * protocol logic with no I/O and no threads of its own: a model hands it the
  * bytes that arrived on a connection; it consumes what it can, queues its
  * answer on the connection as output segments (memory or file ranges), and
