@@ -34,14 +34,14 @@
  *
  * Accepting: under ring-per-thread every ring runs a multishot accept on
  * every (shared) listener, and the accepting thread hands each new
- * connection to the next ring in turn, where it stays. Measured: with
- * io_uring the kernel gives every connection of a shared listener to the
- * same ring's accept (64 of 64 on ring 0), so staying on the accepting ring
- * made ring-per-thread a single thread; round robin spreads them evenly
- * without SO_REUSEPORT copies (which cr_server opens only for lf groups, and
- * which spread by hash, unevenly for few connections). Beyond max_connections the accepts are
- * cancelled; a connection accepted in the meantime is parked unserved (its socket waits, as in the
- * listen backlog) and served first once a connection closes.
+ * connection to the next ring in turn, where it stays: the kernel may give
+ * every connection of a shared listener to one ring's accept, and staying
+ * there would make ring-per-thread a single thread (docs/design/proactor.md).
+ * Round robin spreads them evenly without SO_REUSEPORT copies (which
+ * cr_server opens only for lf groups, and which spread by hash, unevenly for
+ * few connections). Beyond max_connections the accepts are cancelled; a
+ * connection accepted in the meantime is parked unserved (its socket waits,
+ * as in the listen backlog) and served first once a connection closes.
  *
  * Stop: graceful cancels the accepts and posts the stop walk to a
  * dispatcher thread (so the caller never waits for a handler): under each

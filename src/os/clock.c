@@ -1,9 +1,9 @@
 /*
  * clock.c - time sources for timers, timeouts and latency figures. Plain
  * clock_gettime() wrappers, and the calling thread's event time (see
- * clock_internal.h). CLOCK_MONOTONIC is a vDSO call, yet at some 20 ns on a
- * VM's TSC it was a twentieth of a small request's CPU when every layer read
- * it; hence the event time. Thread-safe.
+ * clock_internal.h). The event time exists because a clock read by every
+ * layer is a visible share of a small request's CPU, even through the vDSO
+ * (figures: docs/design/os.md). Thread-safe.
  */
 #include <cabrank/clock.h>
 

@@ -86,14 +86,13 @@ static inline void cr_mutex_unlock(struct cr_mutex *mu)
 
 /*
  * A lock taken on every request by the reactor and the connections it
- * serves: one compare-and-swap to take, one exchange to give back, inline.
- * pthread_mutex_lock and _unlock did the same two atomics behind 55
- * instructions of calls, type checks and owner bookkeeping (callgrind), four
- * pairs of them per small request. A futex lock in the three states of
- * Drepper's "Futexes Are Tricky" (its mutex 3, given back with an exchange
- * where his decrements): 0 free, 1 held, 2 held and maybe waited for; a
- * waiter sleeps in the kernel, never spins. No condition
- * variable can wait on it: that takes a cr_mutex.
+ * serves: one compare-and-swap to take, one exchange to give back, inline,
+ * where pthread_mutex_lock and _unlock put the same two atomics behind calls,
+ * type checks and owner bookkeeping (figures: docs/design/os.md). A futex
+ * lock in the three states of Drepper's "Futexes Are Tricky" (its mutex 3,
+ * given back with an exchange where his decrements): 0 free, 1 held, 2 held
+ * and maybe waited for; a waiter sleeps in the kernel, never spins. No
+ * condition variable can wait on it: that takes a cr_mutex.
  */
 struct cr_lock {
     uint32_t word;

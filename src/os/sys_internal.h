@@ -3,12 +3,11 @@
  * without glibc's cancellation wrappers. glibc makes each a cancellation
  * point: in a process with threads every call switches the thread to
  * asynchronous cancellation and back, two atomic compare-and-swaps on the
- * thread's cancel word and some 60 instructions, about 0.5% of the samples of
- * a small keep-alive request (perf record, hello.txt under wrk). cabrank never
- * cancels a thread, so these go to the kernel through syscall(2), which is no
- * cancellation point; results and errno are the libc calls'. Sanitizer builds
- * keep the libc calls: ASan checks the buffers there and TSan orders threads
- * through the descriptors. Library-internal; any thread.
+ * thread's cancel word (cost: docs/design/os.md). cabrank never cancels a
+ * thread, so these go to the kernel through syscall(2), which is no
+ * cancellation point; results and errno are the libc calls'. Sanitizer
+ * builds keep the libc calls: ASan checks the buffers there and TSan orders
+ * threads through the descriptors. Library-internal; any thread.
  */
 #ifndef CABRANK_SYS_INTERNAL_H
 #define CABRANK_SYS_INTERNAL_H
