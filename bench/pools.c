@@ -13,9 +13,9 @@
  * proactor under each dispatcher: proactor:single|lf|ring-per-thread, over
  * io_uring, or the emulated engine with CABRANK_URING_DISABLE=1);
  * prefork gets enough workers up front for every client at once.
- * It prints a Markdown table, the ratios the issue targets (lf vs hshr), and
- * the exact command. Not a test: figures vary with the machine's load, so
- * compare configurations within one run.
+ * It prints a Markdown table, the lf/hshr ratios against their targets
+ * (docs/design/bench.md), and the exact command. Not a test: figures
+ * vary with the machine's load, so compare configurations within one run.
  *
  * Usage: pools [--seconds S] [--clients N] [--threads N]
  *              [--only model[:promotion|:dispatcher],...]

@@ -1,6 +1,6 @@
 /*
- * pgo_train.c - the training run of the profile-guided cabrank-httpd (Makefile,
- * "profile-guided cabrank-httpd"). Starts $CR_BUILD_DIR/cabrank-httpd, the
+ * pgo_train.c - the training run of the profile-guided cabrank-httpd (mk/pgo.mk;
+ * docs/design/build.md). Starts $CR_BUILD_DIR/cabrank-httpd, the
  * instrumented build, on 127.0.0.1:0 over a scratch document root, sends it a
  * mix of the requests a static-file server sees, and stops it with TERM, so
  * that it writes its profile beside its objects. Mostly small keep-alive GETs,

@@ -50,9 +50,9 @@ static bool stat_times(const char *buf, struct stat_times *t)
 /*
  * The CPU time of a whole process, threads that exited included, from its CPU clock: the
  * scheduler's runtime in nanoseconds. Not utime + stime from /proc/<pid>/stat: on a kernel
- * without their scaling to the runtime (this VM's) they are tick samples, and a process that
- * runs in short bursts between sleeps is seldom the one a tick lands on (prefork's 129
- * single-connection workers read 0.21 s there against 0.97 s of runtime over one point).
+ * without their scaling to the runtime they are tick samples, and a process that runs in short
+ * bursts between sleeps is seldom the one a tick lands on, so they undercount by a wide margin
+ * (figures: docs/design/bench.md).
  */
 static double process_cpu_s(pid_t pid)
 {

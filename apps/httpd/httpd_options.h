@@ -21,8 +21,8 @@
 #define PROG       "cabrank-httpd"
 #define EXIT_USAGE OPTS_EXIT_USAGE
 /* lf's promotion delay where the order has one: a static file is answered in
- * microseconds and blocks only on a cold disk (see lf_pool.c); why 5 ms and
- * not 1: docs/design/httpd.md. */
+ * microseconds and blocks only on a cold disk (cr_lf_pool_config's
+ * promotion_delay_us); why 5 ms and not 1: docs/design/httpd.md. */
 #define DEFAULT_PROMOTION_DELAY_US 5000
 #define UNSET_US                   UINT64_MAX
 #define UNSET_LOWAT                (CR_SERVER_NOTSENT_SYSTEM - 1) /* outside the flag's range */
