@@ -156,9 +156,9 @@ else
 fi
 fi
 
-# ASan's runner is the longest (about 10 min alone, against 3 for release
-# and 6 for TSan), so two runners share its suites through a queue file
-# (CR_TEST_QUEUE, runner.c), each taking the next suite as it gets free:
+# ASan's runner is the longest (timings: docs/design/tests.md), so two
+# runners share its suites through a queue file (CR_TEST_QUEUE, runner.c),
+# each taking the next suite as it gets free:
 # the machine is half idle while the runners wait.
 asan_queue=$(unit_file asan "$B/asan" queue)
 : >"$asan_queue"

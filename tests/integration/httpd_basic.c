@@ -253,9 +253,8 @@ static void test_persistence(uint16_t port)
 /*
  * The FIN of a close the server asked for rides in the answer's segment:
  * the client sees the SYN-ACK, the ACK of its request and one segment with
- * the answer and the FIN; the FIN on its own is one more (4 against 3 per
- * connection measured with Connection: close, 11.8 against 9.1 us of server
- * CPU per request).
+ * the answer and the FIN; the FIN on its own would be one more segment per
+ * connection, and more server CPU per request (figures: docs/design/httpd.md).
  */
 static void test_close_carries_fin(uint16_t port)
 {

@@ -2,7 +2,7 @@
  * httpd_prefork.c (integration) - cabrank-httpd under the process models,
  * prefork and forking, each started from a --config file: files served;
  * the status page's JSON is valid and shows the scoreboard (pids of our own
- * children; prefork: the generation); SIGHUP every second for 10 s (the issue),
+ * children; prefork: the generation); SIGHUP every second for 10 s,
  * while a client thread sends Connection: close requests: none fails, the
  * generation advances (prefork) and the old generations drain; a document
  * root changed in the file is served after a SIGHUP; every request the

@@ -353,8 +353,8 @@ END_TEST
  * one transaction each. Variants 1 and 2 (grouped): each unit moves money
  * between two pairs, the two handles take the pairs in opposite orders, so
  * locking account by account as the ops come would take 1,2 then 3,4
- * against 3,4 then 1,2 and deadlock (it did, and reruns ran out under
- * load). Every transaction locks all its accounts in increasing id order
+ * against 3,4 then 1,2 and deadlock, and the reruns could run out under
+ * load (docs/design/oltp.md). Every transaction locks all its accounts in increasing id order
  * first (ledger_db_internal.h, lock), so none deadlocks, nothing is rerun
  * and no caller sees an error.
  */

@@ -514,7 +514,7 @@ START_TEST(replaces_killed_worker)
             usleep(5000);
     }
     ck_assert_msg(replaced, "worker %d not replaced", victim);
-    /* The issue asks for 1 s; unsanitized it is a few ms. */
+    /* A killed worker is replaced within 1 s; unsanitized it takes a few ms. */
     if (cr_test_tmo(1) == 1)
         ck_assert_uint_lt(cr_test_now_ms() - t0, 1000);
     usleep(300000);
