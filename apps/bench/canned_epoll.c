@@ -1,9 +1,9 @@
 /*
  * canned_epoll.c - the canned-epoll peer's backend (canned.h): one thread, level-triggered
- * epoll, per request one read and one write (as the shared kit's limit.c). A connection is
- * read until a short read, answered at once, and watched for EPOLLOUT only while a write would
- * block. Accepted connections are read before they join the set: with TCP_DEFER_ACCEPT their
- * request is already there, so a Connection: close request costs accept4, read, write, close.
+ * epoll, per request one read and one write (as the peers kit's limit.c, docs/benchmarks.md).
+ * A connection is read until a short read, answered at once, and watched for EPOLLOUT only while a
+ * write would block. Accepted connections are read before they join the set: with TCP_DEFER_ACCEPT
+ * their request is already there, so a Connection: close request costs accept4, read, write, close.
  * Runs on the responder process's thread; owns the epoll set, the connection table and the
  * connections.
  */

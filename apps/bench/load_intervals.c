@@ -1,7 +1,6 @@
 /*
  * load_intervals.c - the response-time intervals of the pattern paper
- * (request-processing-server-patterns, section 1.2), seen from the client (moved here from
- * bench/intervals.c):
+ * (request-processing-server-patterns, section 1.2), seen from the client:
  *   t_conn   from connect() until the connection is established;
  *   t_res1   from sending the first request on a new connection until its whole response;
  *   t_res2+  the same for each further request on that keep-alive connection.

@@ -1,5 +1,5 @@
 /*
- * test_bench_driver.c - the measuring half of cabrank-bench (apps/bench/samples.c,
+ * test_bench_driver.c - the measuring half of cabrank-bench (apps/common/samples.c,
  * procstat.c, load_wrk.c, load_line.c, docroot.c, peers.c): nearest-rank percentiles; a
  * process tree's CPU time, context switches and peak RSS include a forked child; wrk's
  * figures parsed from the line our Lua hook prints; the open loop keeps requests falling due
