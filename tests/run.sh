@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - the whole test suite, run by `make test` after everything is built:
-# format check, unit tests (plain, ASan+UBSan, TSan), every integration
+# format check, the layout rules (tests/layout.sh), unit tests (plain,
+# ASan+UBSan, TSan), every integration
 # program under each variant, each under a timeout, then each fuzz target over
 # its corpus fuzz/corpus/<target>/ (one pass per target). Ends with one line
 # `tests: N passed, N failed` over everything, and fails if anything failed.
@@ -153,6 +154,17 @@ if bench/httpd_vs_peers.sh --report "$hvp/run-1.csv" "$hvp/run-2.csv" | diff -u 
 else
     failed=$((failed + 1))
     failures+=("bench/httpd_vs_peers.sh --report (expected: $hvp/expected.md)")
+fi
+
+# The structure rules: layers, no test code shipped, file length, the map.
+echo
+echo "== layout (tests/layout.sh)"
+if tests/layout.sh; then
+    passed=$((passed + 1))
+    echo "PASS layout"
+else
+    failed=$((failed + 1))
+    failures+=("layout (tests/layout.sh)")
 fi
 fi
 

@@ -45,7 +45,7 @@ struct cr_lf_pool_config {
     /* 0: a leader promotes a follower before it dispatches (POSA2). Else a
      * leader wakes nobody, and a watchdog thread offers the turn once a
      * handler has run this long or fetched events waited this long (see
-     * lf_pool.c); lifo only, -EINVAL for the other orders. */
+     * lf_deferred.c); lifo only, -EINVAL for the other orders. */
     unsigned promotion_delay_us;
     /* Run on each pool thread at start and exit (thread-local set-up). */
     void (*on_thread_start)(unsigned idx, void *arg);
