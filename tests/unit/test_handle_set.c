@@ -729,8 +729,10 @@ static uint64_t kicked_wait_ns(int i, int timeout_ms, uint64_t age_ns)
     install_sigusr1();
     make_pipe(p);
     ck_assert_int_eq(cr_handle_set_add(hs, p[0], CR_EV_READ, 0, 43), 0);
-    start_kicker(&k, 3, 40, -1);
+    /* Read before the kicker starts, so that its first signal is at least
+     * 40 ms after this reading however late the wait itself begins. */
     start = cr_clock_now_ns();
+    start_kicker(&k, 3, 40, -1);
     if (age_ns == 0)
         ck_assert_int_eq(cr_handle_set_wait(hs, ev, 4, timeout_ms), 0);
     else
