@@ -211,6 +211,8 @@ BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRCS))
 $(BUILD)/bench/%: $(OBJ_release)/bench/%.o $(BUILD)/libsupport.a $(BUILD)/libapps.a $(BUILD)/libcabrank.a
 	@mkdir -p $(@D)
 	$(CC) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
+# Kept, not removed as intermediates, so that the next make finds them built.
+.SECONDARY: $(patsubst %.c,$(OBJ_release)/%.o,$(BENCH_SRCS))
 
 PROGRAMS := $(BUILD)/cabrank-echo
 

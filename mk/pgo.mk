@@ -26,6 +26,9 @@ endif
 $(BUILD)/tools/%: $(OBJ_release)/tools/%.o $(BUILD)/libapps.a $(BUILD)/libcabrank.a
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_release) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
+# Its object kept: removed as an intermediate, it would be built again by the
+# next make, and the newer trainer would make the whole training run again.
+.SECONDARY: $(OBJ_release)/tools/pgo_train.o
 
 ifeq ($(PGO),1)
 # Rebuilt whenever the plain build changes: the instrumented build, its training,
