@@ -13,6 +13,7 @@
  * and cr_server_address report.
  */
 #include <cabrank/clock.h>
+#include <cabrank/cpu.h>
 #include <cabrank/handle_set.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
@@ -44,6 +45,8 @@
 #define TPC_MAX_THREADS             1024
 #define DEFAULT_MAX_WORKERS         256
 #define DEFAULT_BUSY_WARN_MS        60000
+/* lf's default: a leader and a follower that takes over while it blocks. */
+#define THREADS_PER_GROUP 2
 /* cr_server_run looks for a stop made by another thread this often. */
 #define RUN_POLL_MS 200
 
@@ -162,17 +165,35 @@ static int normalise_processes(struct cr_server_config *c, int cpus)
     return 0;
 }
 
-static int cpu_count(void)
+/*
+ * lf's handle sets and threads (server_options.h). groups 0 is one set per
+ * usable CPU, or with threads given, as many sets as give each
+ * THREADS_PER_GROUP of them (at least one), so that a handler that blocks
+ * leaves a follower to lead its set. threads 0 is THREADS_PER_GROUP per set.
+ * Other models have one set or none: groups stays as given, 1 for 0.
+ */
+static void normalise_groups(struct cr_server_config *c, bool is_lf, int cpus)
 {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (c->groups == 0 && is_lf) {
+        int by_threads = c->threads / THREADS_PER_GROUP;
 
-    return n > 0 ? (int)n : 1;
+        c->groups = cpus;
+        if (c->threads > 0 && by_threads < c->groups)
+            c->groups = by_threads > 0 ? by_threads : 1;
+        if (c->groups > CR_SERVER_MAX_GROUPS)
+            c->groups = CR_SERVER_MAX_GROUPS;
+    }
+    if (c->groups == 0)
+        c->groups = 1;
+    if (c->threads == 0 && is_lf)
+        c->threads = c->groups * THREADS_PER_GROUP;
 }
 
 /* Fills in the defaults server.h documents. -EINVAL for impossible values. */
 static int normalise(struct cr_server *s, const struct cr_server_config *in)
 {
     struct cr_server_config *c = &s->cfg;
+    int cpus = cr_cpu_usable();
     bool is_tpc;
 
     *c = *in;
@@ -188,16 +209,15 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
     if (c->notsent_lowat == 0)
         c->notsent_lowat =
             s->ops->notsent_lowat != 0 ? s->ops->notsent_lowat : CR_SERVER_NOTSENT_LOWAT;
-    if (normalise_processes(c, cpu_count()) < 0)
+    if (normalise_processes(c, cpus) < 0)
         return -EINVAL;
     if (c->backlog == 0)
         c->backlog = DEFAULT_BACKLOG;
+    normalise_groups(c, strcmp(c->model, "lf") == 0, cpus);
     if (c->threads == 0)
-        c->threads = is_tpc ? TPC_MAX_THREADS : cpu_count();
+        c->threads = is_tpc ? TPC_MAX_THREADS : cpus;
     if (is_tpc && c->threads > TPC_MAX_THREADS)
         c->threads = TPC_MAX_THREADS;
-    if (c->groups == 0)
-        c->groups = 1;
     if (c->queue_size == 0)
         c->queue_size = DEFAULT_QUEUE_SIZE;
     if (c->max_connections == 0)

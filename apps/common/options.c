@@ -139,7 +139,7 @@ int opts_set(const struct opts_table *t, void *obj, const struct opts_def *d, co
 
     switch (d->kind) {
     case OPTS_NUM:
-        err = parse_num(d, v, &u, e);
+        err = d->zero_word != NULL && strcmp(v, d->zero_word) == 0 ? 0 : parse_num(d, v, &u, e);
         if (err < 0)
             return err;
         /* int, unsigned or uint64_t: the table's range fits the field, and

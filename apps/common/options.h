@@ -54,6 +54,7 @@ struct opts_def {
     unsigned long long min;
     unsigned long long max;
     const char *const *(*choices)(void); /* OPTS_CHOICE: NULL-terminated */
+    const char *zero_word;               /* OPTS_NUM: a word that stores 0 ("auto") */
     bool help_lists;                     /* --help says the choices before help */
     const char *arg;
     const char *help;

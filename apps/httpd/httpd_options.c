@@ -95,8 +95,9 @@ const struct opts_def httpd_opt_defs[NOPTS] = {
                      "(default lf)"),
      .scope = SCOPE_SERVER, .help_lists = true},
     NUM("threads", SCOPE_SERVER, server.threads, 1, 4096, "N",
-        "worker threads (default: CPUs; tpc: the cap, 1024;\n"
-        "prefork: threads in each worker process, default 1)"),
+        "worker threads (default: the CPUs it may use; lf: 2\n"
+        "per handle set; tpc: the cap, 1024; prefork:\n"
+        "threads in each worker process, default 1)"),
     CHOICE("promotion", SCOPE_SERVER, server.promotion, cr_lf_pool_promotions, "ORDER",
            "lf: native, lifo, fifo, priority, lifo-lockfree\n(default lifo)"),
     {OPTS_DEF_SECONDS_US("promotion-delay", struct httpd_options, promotion_delay_us, 1,
@@ -110,8 +111,12 @@ const struct opts_def httpd_opt_defs[NOPTS] = {
                          "gaps are shorter: more req/s and less latency where\n"
                          "the client would wake it, more CPU (default 0)"),
      .scope = SCOPE_SERVER},
-    NUM("groups", SCOPE_SERVER, server.groups, 1, 256, "N",
-        "lf: handle sets, each its own L/F group (default 1)"),
+    {OPTS_DEF_NUM("groups", struct httpd_options, server.groups, 1, CR_SERVER_MAX_GROUPS, "auto|N",
+                  "lf: handle sets, each with its own listener and\n"
+                  "L/F group of threads; auto: one per CPU it may\n"
+                  "use (affinity mask, cgroup quota), or --threads/2\n"
+                  "(default auto)"),
+     .scope = SCOPE_SERVER, .zero_word = "auto"},
     FLAG("multiple-leaders", SCOPE_SERVER, server.multiple_leaders,
          "lf with --groups > 1: one follower set, a thread leads\nany set without a leader"),
     CHOICE("backend", SCOPE_SERVER, server.backend, cr_handle_set_backends, "NAME",

@@ -12,6 +12,7 @@
  * the same. A bad flag or an unusable root is one line on stderr and exit
  * status 2.
  */
+#include <cabrank/cpu.h>
 #include <cabrank/handle_set.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
@@ -46,11 +47,12 @@ struct app {
 };
 
 /* Worker slots for the service's per-worker data: at least every index
- * cr_conn_worker() can return under the model (more only wastes memory). */
+ * cr_conn_worker() can return under the model (more only wastes memory):
+ * the threads server.h's defaults give, lf's two per handle set at most. */
 static unsigned worker_slots(const struct cr_server_config *sc)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    unsigned threads = sc->threads > 0 ? (unsigned)sc->threads : (unsigned)(cpus > 0 ? cpus : 1);
+    unsigned sets = sc->groups > 0 ? (unsigned)sc->groups : (unsigned)cr_cpu_usable();
+    unsigned threads = sc->threads > 0 ? (unsigned)sc->threads : 2 * sets;
 
     if (sc->model != NULL && strcmp(sc->model, "tpc") == 0 && sc->threads == 0)
         threads = 1024;
@@ -89,9 +91,6 @@ static void reopen_logs(struct app *app)
     }
 }
 
-/* cr_server_run's SIGUSR1 callback, on the main thread. Under the process
- * models this reopens the master's access log, which workers forked later
- * inherit; running workers keep theirs until they are replaced (HUP). */
 /* Says "listening" once the model serves: a status page asked for at once
  * then sees every first worker (prefork), and a script that waits for the
  * line finds the server ready, not just bound. */
@@ -101,18 +100,26 @@ static void on_started(struct cr_server *s, void *arg)
     const struct httpd_options *o = app->opts;
     struct cr_server_stats ss;
     char promotion[96] = "";
+    char sets[64] = "";
 
     app_say_listening(s);
     (void)cr_server_stats(s, &ss, NULL, 0);
+    if (ss.groups > 0)
+        snprintf(sets, sizeof(sets), ", %u handle set%s, %u threads", ss.groups,
+                 ss.groups == 1 ? "" : "s", ss.workers);
     if (ss.promotion != NULL && o->promotion_delay_us != 0)
         snprintf(promotion, sizeof(promotion), ", promotion %s deferred %llu us", ss.promotion,
                  (unsigned long long)o->promotion_delay_us);
     else if (ss.promotion != NULL)
         snprintf(promotion, sizeof(promotion), ", promotion %s", ss.promotion);
-    CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s", o->http.root, ss.model,
-           promotion, o->config != NULL ? ", config " : "", o->config != NULL ? o->config : "");
+    CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
+           ss.model, sets, promotion, o->config != NULL ? ", config " : "",
+           o->config != NULL ? o->config : "");
 }
 
+/* cr_server_run's SIGUSR1 callback, on the main thread. Under the process
+ * models this reopens the master's access log, which workers forked later
+ * inherit; running workers keep theirs until they are replaced (HUP). */
 static void on_usr1(struct cr_server *s, void *arg)
 {
     CR_UNUSED(s);

@@ -333,6 +333,21 @@ static void render_json_scoreboard(struct sbuf *b, const struct snapshot *sn)
     sb_printf(b, "}}");
 }
 
+/* The ids of the threads in handle set g's group, separated by sep; every
+ * thread where one group leads every set (multiple leaders). */
+static void render_set_threads(struct sbuf *b, const struct snapshot *sn, unsigned g,
+                               const char *sep)
+{
+    unsigned n = 0;
+
+    for (unsigned i = 0; i < sn->nworkers; i++) {
+        unsigned wg = sn->workers[i].group;
+
+        if (wg == g || wg == CR_WORKER_ANY_GROUP)
+            sb_printf(b, "%s%u", n++ ? sep : "", i);
+    }
+}
+
 static void render_json(struct sbuf *b, const struct snapshot *sn)
 {
     const struct cr_server_stats *s = &sn->srv;
@@ -364,12 +379,22 @@ static void render_json(struct sbuf *b, const struct snapshot *sn)
     for (unsigned i = 0; i < sn->nworkers; i++) {
         const struct cr_worker_stats *w = &sn->workers[i];
 
-        sb_printf(b, "%s{\"id\":%u,\"role\":\"%s\",\"events\":%llu,\"role_ms\":{", i ? "," : "", i,
-                  cr_role_name(w->role), (unsigned long long)w->events);
+        sb_printf(b, "%s{\"id\":%u,", i ? "," : "", i);
+        if (w->group != CR_WORKER_ANY_GROUP)
+            sb_printf(b, "\"set\":%u,", w->group);
+        sb_printf(b, "\"role\":\"%s\",\"events\":%llu,\"role_ms\":{", cr_role_name(w->role),
+                  (unsigned long long)w->events);
         for (unsigned r = 0; r < CR_ROLE_COUNT; r++)
             sb_printf(b, "%s\"%s\":%.3f", r ? "," : "", cr_role_name((enum cr_role)r),
                       ms(w->role_ns[r]));
         sb_printf(b, "}}");
+    }
+    sb_printf(b, "],\"sets\":[");
+    for (unsigned g = 0; g < s->groups; g++) {
+        sb_printf(b, "%s{\"set\":%u,\"accepted\":%llu,\"threads\":[", g ? "," : "", g,
+                  (unsigned long long)s->group_accepted[g]);
+        render_set_threads(b, sn, g, ",");
+        sb_printf(b, "]}");
     }
     sb_printf(b, "],\"latency\":{\"unit\":\"us\",\"p50_le\":%llu,\"p99_le\":%llu,\"buckets\":[",
               (unsigned long long)quantile_us(&sn->t, 0.5),
@@ -504,8 +529,22 @@ static void render_html(struct sbuf *b, const struct snapshot *sn)
             sb_printf(b, "<span class=\"role %s\">%s: %u</span> ", cr_role_name((enum cr_role)r),
                       cr_role_name((enum cr_role)r), sn->roles[r]);
     }
-    sb_printf(b, "</p>\n<table id=\"workers\">\n<tr><th>#</th><th class=l>role now</th>"
-                 "<th>events</th>");
+    sb_printf(b, "</p>\n");
+    if (s->groups > 0) {
+        sb_printf(b, "<table id=\"sets\">\n<tr><th>handle set</th><th>connections accepted</th>"
+                     "<th class=l>threads</th></tr>\n");
+        for (unsigned g = 0; g < s->groups; g++) {
+            sb_printf(b, "<tr><td>%u</td><td>%llu</td><td class=l>", g,
+                      (unsigned long long)s->group_accepted[g]);
+            render_set_threads(b, sn, g, " ");
+            sb_printf(b, "</td></tr>\n");
+        }
+        sb_printf(b, "</table>\n");
+    }
+    sb_printf(b,
+              "<table id=\"workers\">\n<tr><th>#</th>%s<th class=l>role now</th>"
+              "<th>events</th>",
+              s->groups > 0 ? "<th>set</th>" : "");
     for (unsigned r = 0; r < CR_ROLE_COUNT; r++)
         sb_printf(b, "<th>%s ms</th>", cr_role_name((enum cr_role)r));
     sb_printf(b, "</tr>\n");
@@ -513,9 +552,13 @@ static void render_html(struct sbuf *b, const struct snapshot *sn)
         const struct cr_worker_stats *w = &sn->workers[i];
         const char *role = cr_role_name(w->role);
 
-        sb_printf(b,
-                  "<tr><td>%u</td><td class=l><span class=\"role %s\">%s</span></td><td>%llu</td>",
-                  i, role, role, (unsigned long long)w->events);
+        sb_printf(b, "<tr><td>%u</td>", i);
+        if (s->groups > 0 && w->group == CR_WORKER_ANY_GROUP)
+            sb_printf(b, "<td>any</td>");
+        else if (s->groups > 0)
+            sb_printf(b, "<td>%u</td>", w->group);
+        sb_printf(b, "<td class=l><span class=\"role %s\">%s</span></td><td>%llu</td>", role, role,
+                  (unsigned long long)w->events);
         for (unsigned r = 0; r < CR_ROLE_COUNT; r++)
             sb_printf(b, "<td>%.1f</td>", ms(w->role_ns[r]));
         sb_printf(b, "</tr>\n");

@@ -10,6 +10,7 @@
  * exit it logs one line of totals. A bad flag is one line on stderr and
  * exit status 2; so is a database that cannot be opened.
  */
+#include <cabrank/cpu.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 #include <cabrank/server.h>
@@ -31,8 +32,10 @@
 #define DEFAULT_LISTEN "127.0.0.1:7070"
 #define DEFAULT_DB     "./ledger.db"
 /* Writes block their thread until durable: more threads than CPUs are what
- * lets group commit gather them into one fsync. */
+ * lets group commit gather them into one fsync. At least this many, and
+ * THREADS_PER_CPU for each CPU it may use (one handle set each). */
 #define DEFAULT_THREADS 16
+#define THREADS_PER_CPU 4
 
 struct options {
     struct cr_server_config server;
@@ -58,8 +61,14 @@ static const struct opts_def opt_defs[] = {
                      "(default lf)"),
      .help_lists = true},
     {OPTS_DEF_NUM("threads", struct options, server.threads, 1, 4096, "N",
-                  "worker threads (default 16; tpc: the cap on\n"
-                  "connections, 1024; prefork: per process, 1)")},
+                  "worker threads (default 16, or 4 per CPU it may\n"
+                  "use where more; tpc: the cap on connections, 1024;\n"
+                  "prefork: per process, 1)")},
+    {OPTS_DEF_NUM("groups", struct options, server.groups, 1, CR_SERVER_MAX_GROUPS, "auto|N",
+                  "lf: handle sets, each with its own listener and\n"
+                  "L/F group of threads; auto: one per CPU it may\n"
+                  "use, at most --threads/2 (default auto)"),
+     .zero_word = "auto"},
     {OPTS_DEF_NUM("workers", struct options, server.workers, 1, 1024, "N",
                   "prefork: worker processes (default: CPUs)")},
     {OPTS_DEF_FLAG("no-group-commit", struct options, no_group_commit,
@@ -167,8 +176,11 @@ int main(int argc, char **argv)
     o->ledger.process_model = is_process_model(o->server.model);
     /* tpc reads threads as its cap on connections: its default stays. */
     if (o->server.threads == 0 && !o->ledger.process_model &&
-        (o->server.model == NULL || strcmp(o->server.model, "tpc") != 0))
-        o->server.threads = DEFAULT_THREADS;
+        (o->server.model == NULL || strcmp(o->server.model, "tpc") != 0)) {
+        int per_cpu = THREADS_PER_CPU * cr_cpu_usable();
+
+        o->server.threads = per_cpu > DEFAULT_THREADS ? per_cpu : DEFAULT_THREADS;
+    }
     err = ledger_create(&l, &o->ledger);
     if (err < 0) {
         fprintf(stderr, PROG ": database '%s': %s\n", o->ledger.db_url,

@@ -36,7 +36,7 @@ struct cr_reactor;
 struct cr_lf_pool;
 
 struct cr_lf_pool_config {
-    unsigned threads;             /* 0: number of CPUs */
+    unsigned threads;             /* 0: the CPUs it may use (cpu.h) */
     const char *promotion;        /* NULL: "lifo" */
     struct cr_reactor **reactors; /* borrowed; must outlive the pool */
     unsigned nreactors;           /* >= 1 */

@@ -110,7 +110,7 @@ struct cr_aop {
 struct cr_proactor_config {
     const char *engine;      /* "uring" | "emulated"; NULL: uring where it works */
     const char *dispatch;    /* "single" | "lf" | "ring-per-thread"; NULL: "lf" */
-    unsigned threads;        /* dispatcher threads (single: 1); 0: number of CPUs */
+    unsigned threads;        /* dispatcher threads (single: 1); 0: usable CPUs */
     unsigned entries;        /* ring size (submission queue entries); 0: 1024 */
     unsigned engine_threads; /* emulated: threads performing operations, per
                               * ring; 0: 2 (ring-per-thread: 1) */

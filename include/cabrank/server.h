@@ -68,7 +68,9 @@ struct cr_server_config {
      * each socket with a timer (docs/design/server_api.md). */
     const char *loopback_congestion;
     const char *backend; /* handle set; NULL: epoll */
-    int threads;         /* workers; 0: number of CPUs (tpc: cap 1024) */
+    /* workers; 0: the CPUs this process may use (cpu.h), lf: 2 per handle
+     * set, tpc: cap 1024 */
+    int threads;
     int max_connections; /* stop accepting beyond; 0: 10000 */
     CR_SERVER_CONN_OPTIONS
     CR_SERVER_REACTOR_OPTIONS

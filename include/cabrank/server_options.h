@@ -57,15 +57,21 @@
 #define CR_SERVER_REACTOR_OPTIONS unsigned busy_poll_us;
 
 /*
- * lf (Leader/Followers, lf_pool.h). promotion_delay_us: with lifo, defer
- * promotions until a handler has run this long (cr_lf_pool_config); 0:
- * promote before every dispatch. multiple_leaders: with groups > 1, one
- * follower set whose threads lead any set without a leader (else each set
- * has its own threads).
+ * lf (Leader/Followers, lf_pool.h). groups: handle sets (reactors), each
+ * with its own listener (SO_REUSEPORT, so the kernel spreads connections
+ * across sets) and its own Leader/Followers group of threads/groups threads,
+ * at most CR_SERVER_MAX_GROUPS. 0: one per CPU this process may use
+ * (cr_cpu_usable: its affinity mask and cgroup quota), or where threads is
+ * given, threads / 2 sets (at least one, at most one per CPU), so each set
+ * keeps a follower to lead it while a handler blocks; threads 0 under lf is
+ * then 2 per set. promotion_delay_us: with lifo, defer promotions until a
+ * handler has run this long (cr_lf_pool_config); 0: promote before every
+ * dispatch. multiple_leaders: with groups > 1, one follower set whose
+ * threads lead any set without a leader (else each set has its own threads).
  */
 #define CR_SERVER_LF_OPTIONS                                                                       \
     const char *promotion; /* native|lifo|fifo|priority|lifo-lockfree; NULL: lifo */               \
-    int groups;            /* handle sets (reactors); 0: 1 */                                      \
+    int groups;            /* handle sets; 0: per usable CPU (above) */                            \
     unsigned promotion_delay_us;                                                                   \
     bool multiple_leaders;
 

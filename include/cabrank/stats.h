@@ -9,9 +9,18 @@
 #include <cabrank/common.h>
 #include <cabrank/role.h>
 
+/* The most handle sets a server runs (cr_server_config.groups), each one
+ * reported in cr_server_stats.group_accepted. */
+#define CR_SERVER_MAX_GROUPS 256
+
+/* Not in one group: a thread of the lf model with multiple_leaders (it leads
+ * any set), or of a model without handle sets. */
+#define CR_WORKER_ANY_GROUP (~0u)
+
 struct cr_worker_stats {
     enum cr_role role;
-    uint64_t events;                 /* events or jobs handled */
+    unsigned group;  /* lf: the handle set whose group it is in; CR_WORKER_ANY_GROUP */
+    uint64_t events; /* events or jobs handled */
     uint64_t role_ns[CR_ROLE_COUNT]; /* time spent in each role */
 };
 
@@ -29,9 +38,9 @@ struct cr_server_stats {
     uint64_t taken_over;
     uint64_t queue_depth; /* hshr */
     /* lf: its handle sets (reactors), and the connections each one accepted,
-     * in group order (the first 64 groups; 0 and none for other models). */
+     * in group order (0 and none for other models). */
     unsigned groups;
-    uint64_t group_accepted[64];
+    uint64_t group_accepted[CR_SERVER_MAX_GROUPS];
     /* Requests the service reported (cr_conn_request_done), server-wide. */
     uint64_t requests;
     /* Process models: worker processes alive, the generation, restarts,

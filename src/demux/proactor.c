@@ -12,6 +12,7 @@
  */
 #include "demux/proactor_dispatch_internal.h"
 
+#include <cabrank/cpu.h>
 #include <cabrank/log.h>
 
 #include <stdlib.h>
@@ -128,11 +129,8 @@ int cr_proactor_create(struct cr_proactor **out, const struct cr_proactor_config
         strcmp(cfg->engine, "emulated") != 0)
         return -EINVAL;
     threads = cfg->threads;
-    if (threads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-        threads = n > 0 ? (unsigned)n : 1;
-    }
+    if (threads == 0)
+        threads = (unsigned)cr_cpu_usable();
     if (d == CR__DISPATCH_SINGLE)
         threads = 1;
     if (threads > 1024)

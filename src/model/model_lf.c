@@ -26,8 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* More handle sets than this buys nothing on any machine we know. */
-#define MAX_GROUPS 64
+#define MAX_GROUPS CR_SERVER_MAX_GROUPS
 
 _Static_assert(MAX_GROUPS ==
                    sizeof(((struct cr_server_stats *)0)->group_accepted) / sizeof(uint64_t),

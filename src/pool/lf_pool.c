@@ -36,6 +36,7 @@
  * cr_lf_pool_join_all() returns its -errno.
  */
 #include <cabrank/clock.h>
+#include <cabrank/cpu.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
@@ -356,9 +357,7 @@ int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *c
     p->ngroups = cfg->shared_followers ? 1 : cfg->nreactors;
     p->nthreads = cfg->threads;
     if (p->nthreads == 0) {
-        long n = sysconf(_SC_NPROCESSORS_ONLN);
-
-        p->nthreads = n > 0 ? (unsigned)n : 1;
+        p->nthreads = (unsigned)cr_cpu_usable();
         if (p->nthreads < p->ngroups)
             p->nthreads = p->ngroups;
     }
@@ -629,6 +628,8 @@ unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,
         cr__role_read(&p->slots[i].clock, now, &workers[i]);
         if (workers[i].role == CR_ROLE_LEADER && !seen_leading)
             workers[i].role = CR_ROLE_FOLLOWER;
+        if (p->ngroups == p->nreactors)
+            workers[i].group = p->slots[i].group; /* else one group leads every set */
     }
     return p->nthreads;
 }

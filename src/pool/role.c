@@ -59,6 +59,7 @@ void cr__role_read(const struct cr__role_clock *c, uint64_t now, struct cr_worke
 
     memset(out, 0, sizeof(*out));
     out->role = (enum cr_role)role;
+    out->group = CR_WORKER_ANY_GROUP;
     out->events = __atomic_load_n(&c->events, __ATOMIC_RELAXED);
     for (int i = 0; i < CR_ROLE_COUNT; i++)
         out->role_ns[i] = __atomic_load_n(&c->role_ns[i], __ATOMIC_RELAXED);

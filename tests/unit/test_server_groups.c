@@ -6,9 +6,12 @@
  * kernel lists (/proc/net/tcp), that clients are served and spread over the
  * groups (cr_server_stats' group_accepted), with one follower set per group
  * and with a shared one (multiple_leaders); that inherited sockets, groups =
- * 1 and the other models keep one socket per address; and that impossible
- * groups are refused without leaving a socket open.
+ * 1 and the other models keep one socket per address; that impossible
+ * groups are refused without leaving a socket open; and that groups left at
+ * 0 give one set per CPU of the affinity mask (pinned in the forked test
+ * process), fewer where threads are given, and one on one CPU.
  */
+#include <cabrank/cpu.h>
 #include <cabrank/listener.h>
 #include <cabrank/server.h>
 
@@ -17,6 +20,7 @@
 
 #include <check.h>
 #include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,14 +255,15 @@ START_TEST(one_socket_per_address_otherwise)
 END_TEST
 
 /* _i: 0 = more groups than threads (refused before any copy is opened),
- * 1 = more than the model's 64 (refused by the model, after the copies). */
+ * 1 = more than CR_SERVER_MAX_GROUPS (refused by the model, after the
+ * copies). */
 START_TEST(refuses_impossible_groups_and_closes_the_copies)
 {
     struct cr_server_config cfg = {
         .model = "lf",
         .listen = {"127.0.0.1:0", "127.0.0.1:0"},
-        .threads = _i == 0 ? 2 : 65,
-        .groups = _i == 0 ? 3 : 65,
+        .threads = _i == 0 ? 2 : CR_SERVER_MAX_GROUPS + 1,
+        .groups = _i == 0 ? 3 : CR_SERVER_MAX_GROUPS + 1,
     };
     struct cr_test_svc t;
     struct cr_server *s = NULL;
@@ -271,6 +276,101 @@ START_TEST(refuses_impossible_groups_and_closes_the_copies)
     /* Every copy it opened is closed again. */
     ck_assert_int_eq(count_fds(), fds);
     cr_test_svc_fini(&t);
+}
+END_TEST
+
+/* Restricts this (forked) test process to the first n CPUs of the mask it
+ * started with; false where that has fewer. */
+static bool pin_to_cpus(int n)
+{
+    static cpu_set_t all;
+    static bool have_all;
+    cpu_set_t some;
+    int k = 0;
+
+    if (!have_all)
+        ck_assert_int_eq(sched_getaffinity(0, sizeof(all), &all), 0);
+    have_all = true;
+    CPU_ZERO(&some);
+    for (int c = 0; c < CPU_SETSIZE && k < n; c++) {
+        if (CPU_ISSET(c, &all)) {
+            CPU_SET(c, &some);
+            k++;
+        }
+    }
+    if (k < n)
+        return false;
+    ck_assert_int_eq(sched_setaffinity(0, sizeof(some), &some), 0);
+    return true;
+}
+
+/* The sets and threads lf gets from its defaults on `cpus` CPUs with
+ * `threads` given (0: none): the server's stats and listening copies. */
+static void check_auto_groups(int cpus, int threads, unsigned want_groups, unsigned want_threads)
+{
+    struct cr_server_config cfg = {
+        .listen = {"127.0.0.1:0"},
+        .threads = threads,
+    };
+    struct cr_server_stats st;
+    struct cr_test_svc t;
+    struct cr_server *s;
+    unsigned workers;
+
+    ck_assert_msg(pin_to_cpus(cpus), "fewer than %d CPUs", cpus);
+    s = create_server(&cfg, &t, (int)want_groups);
+    ck_assert_int_eq(cr_server_start(s), 0);
+    workers = cr_server_stats(s, &st, NULL, 0);
+    ck_assert_str_eq(st.model, "lf");
+    ck_assert_uint_eq(st.groups, want_groups);
+    ck_assert_uint_eq(workers, want_threads);
+    serve_clients(server_port(s, 0), CLIENTS / 4);
+    finish(s, &t);
+}
+
+/* _i + 1 CPUs: the default is a set per CPU, two threads each. */
+START_TEST(default_groups_follow_the_affinity_mask)
+{
+    int cpus = _i + 1;
+
+    check_auto_groups(cpus, 0, (unsigned)cpus, 2u * (unsigned)cpus);
+}
+END_TEST
+
+START_TEST(one_cpu_gives_one_set)
+{
+    check_auto_groups(1, 0, 1, 2);
+}
+END_TEST
+
+/* With threads given, groups is threads / 2, at least 1, at most the CPUs. */
+START_TEST(given_threads_bound_the_default_groups)
+{
+    check_auto_groups(1, 8, 1, 8);
+    if (cr_cpu_usable() >= 2) {
+        check_auto_groups(2, 1, 1, 1);
+        check_auto_groups(2, 3, 1, 3);
+        check_auto_groups(2, 4, 2, 4);
+        check_auto_groups(2, 9, 2, 9);
+    }
+}
+END_TEST
+
+/* Other models keep their worker count at the usable CPUs and have no sets. */
+START_TEST(other_models_default_to_the_usable_cpus)
+{
+    struct cr_server_config cfg = {.model = "hshr", .listen = {"127.0.0.1:0"}};
+    struct cr_server_stats st;
+    struct cr_test_svc t;
+    struct cr_server *s;
+
+    ck_assert(pin_to_cpus(1));
+    s = create_server(&cfg, &t, 1);
+    ck_assert_int_eq(cr_server_start(s), 0);
+    /* The half-reactive thread, and one worker per CPU. */
+    ck_assert_uint_eq(cr_server_stats(s, &st, NULL, 0), 2);
+    ck_assert_uint_eq(st.groups, 0);
+    finish(s, &t);
 }
 END_TEST
 
@@ -287,6 +387,14 @@ Suite *server_groups_suite(void)
     tcase_add_test(tc, groups_share_an_inherited_listener);
     tcase_add_loop_test(tc, one_socket_per_address_otherwise, 0, 2);
     tcase_add_loop_test(tc, refuses_impossible_groups_and_closes_the_copies, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("auto");
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_loop_test(tc, default_groups_follow_the_affinity_mask, 0,
+                        cr_cpu_usable() < 4 ? cr_cpu_usable() : 4);
+    tcase_add_test(tc, one_cpu_gives_one_set);
+    tcase_add_test(tc, given_threads_bound_the_default_groups);
+    tcase_add_test(tc, other_models_default_to_the_usable_cpus);
     suite_add_tcase(s, tc);
     return s;
 }
