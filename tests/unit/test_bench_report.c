@@ -877,13 +877,15 @@ END_TEST
 
 /*
  * A --cores run: lf:lifo, hshr and nginx at 1, 2 and 4 cores (nginx not at 2), 1 and 64
- * connections; an unpinned row, which the scaling leaves out; an interval at 1 core.
+ * connections (lf:lifo twice at 1 core and 64: the scaling takes the better); an unpinned row,
+ * which the scaling leaves out; an interval at 1 core.
  */
 #define CORES_CSV                                                                                  \
     BENCH_CSV_HEADER_CORES                                                                         \
     "\n"                                                                                           \
     "http:hello.txt,cabrank,lf:lifo,64,0,999999,,,,,1,,,0,1,,,\n"                                  \
     "http:hello.txt,cabrank,lf:lifo,1,0,10000,50,,90,,,,,0,1,,,1\n"                                \
+    "http:hello.txt,cabrank,lf:lifo,64,0,20000,400,,900,,20,,,0,1,,,1\n"                           \
     "http:hello.txt,cabrank,lf:lifo,64,0,40000,400,,900,,10,,,0,1,,,1\n"                           \
     "http:hello.txt,cabrank,hshr,1,0,8000,80,,120,,,,,0,1,,,1\n"                                   \
     "http:hello.txt,cabrank,hshr,64,0,30000,500,,1200,,12,,,0,1,,,1\n"                             \
@@ -1009,6 +1011,14 @@ START_TEST(svg_scaling_plot_has_two_panels_and_a_line_per_model)
     ck_assert_int_eq(bench_plot_scaling_svg(f, &plain, "http:hello.txt"), -ENOENT);
     ck_assert_int_eq(ftell(f), 0);
     fclose(f);
+    /* The latency plot: a series per server, config and core count (9), each labelled. */
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    check_svg(svg);
+    ck_assert_uint_eq(count(svg, "<g class=\"series\">"), 9);
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank lf:lifo (no points)</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank lf:lifo, 1 core</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">nginx, 4 cores</text>"));
+    free(svg);
     bench_rows_fini(&plain);
     bench_rows_fini(&rows);
 }
