@@ -5,9 +5,10 @@
  * every accepted row has non-empty names without control bytes, concurrency >= 1 and numbers
  * in [0, BENCH_VALUE_MAX] or not measured; writing the rows and reading them back gives the
  * same rows (numbers within the writer's 6 decimals); the Markdown report, the winners, the
- * claims and an SVG plot of every workload are produced without error, and each SVG is printable
- * ASCII with balanced angle brackets. Build: make BUILD=/tmp/b /tmp/b/fuzz/bench_csv; seeds in
- * fuzz/corpus/bench_csv/, dictionary fuzz/bench_csv.dict.
+ * claims, an SVG plot of every workload and its scaling plot (or -ENOENT, writing nothing) are
+ * produced without error, and each SVG is printable ASCII with balanced angle brackets. Build: make
+ * BUILD=/tmp/b /tmp/b/fuzz/bench_csv; seeds in fuzz/corpus/bench_csv/, dictionary
+ * fuzz/bench_csv.dict.
  */
 #include "../apps/bench/report.h"
 
@@ -82,7 +83,7 @@ static void check_round_trip(const struct bench_rows *rows)
 
         if (strcmp(a->workload, b->workload) || strcmp(a->server, b->server) ||
             strcmp(a->config, b->config) || a->concurrency != b->concurrency ||
-            a->errors != b->errors)
+            a->errors != b->errors || a->cores != b->cores)
             abort();
         if (!close_enough(a->rate, b->rate) || !close_enough(a->rps, b->rps) ||
             !close_enough(a->p50_us, b->p50_us) || !close_enough(a->p90_us, b->p90_us) ||
@@ -122,6 +123,7 @@ static void check_report(const struct bench_rows *rows)
     struct bench_claim claims[BENCH_CLAIMS];
     char *buf = NULL;
     size_t len = 0;
+    int rc;
     FILE *f = open_memstream(&buf, &len);
 
     if (f == NULL)
@@ -130,11 +132,11 @@ static void check_report(const struct bench_rows *rows)
         abort();
     for (size_t i = 0; i < rows->len; i++) {
         struct bench_winner w;
-        int rc = bench_winner_find(rows, rows->v[i].workload, &w);
+        int found = bench_winner_find(rows, rows->v[i].workload, &w);
 
-        if (rc == 0 && (w.best == NULL || (w.runner_up != NULL && !(w.ratio >= 1))))
+        if (found == 0 && (w.best == NULL || (w.runner_up != NULL && !(w.ratio >= 1))))
             abort();
-        if (rc != 0 && rc != -ENOENT)
+        if (found != 0 && found != -ENOENT)
             abort();
     }
     bench_claims_eval(rows, claims);
@@ -163,6 +165,20 @@ static void check_report(const struct bench_rows *rows)
         if (fclose(f) != 0)
             abort();
         check_svg(buf, len);
+        free(buf);
+        /* The scaling plot: written whole, or nothing when no pinned row has req/s. */
+        buf = NULL;
+        len = 0;
+        f = open_memstream(&buf, &len);
+        if (f == NULL)
+            abort();
+        rc = bench_plot_scaling_svg(f, rows, rows->v[i].workload);
+        if (rc != 0 && rc != -ENOENT)
+            abort();
+        if (fclose(f) != 0 || (rc == -ENOENT && len != 0))
+            abort();
+        if (rc == 0)
+            check_svg(buf, len);
         free(buf);
     }
 }

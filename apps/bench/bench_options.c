@@ -49,7 +49,12 @@ static void usage(FILE *f)
         "  --warmup S         wrk warm-up per HTTP server, not recorded (default 1, 0: none)\n"
         "  --threads N        server threads (cabrank-httpd --threads; default its own)\n"
         "  --interval-clients N  interval: sequential clients measured (default 500)\n"
-        "  --wrk-threads N    wrk threads (default 1)\n"
+        "  --wrk-threads N    wrk threads (default 1; with --cores, one per load CPU)\n"
+        "  --cores LIST       server core counts, e.g. 1,2,4,8: for each k every server runs\n"
+        "                     on the first k CPUs this program may use and the load on the\n"
+        "                     others (a k that leaves none is skipped, and said); adds a\n"
+        "                     scaling table per workload, the claims per k and\n"
+        "                     scaling-<workload>.svg (default: nothing pinned)\n"
         "  --httpd PATH       cabrank-httpd (default: beside this program)\n"
         "  --out DIR          output directory (default bench/results)\n"
         "  --help             this text\n",
@@ -200,6 +205,14 @@ void bench_options_parse(struct bench_options *o, int argc, char **argv)
             o->interval_clients = (unsigned)parse_num(a, v, 1, 1000000);
         } else if (strcmp(a, "--wrk-threads") == 0) {
             o->wrk_threads = (unsigned)parse_num(a, v, 1, 64);
+        } else if (strcmp(a, "--cores") == 0) {
+            char *vals[MAX_POINTS];
+
+            o->ncores = split(v, vals, MAX_POINTS, a);
+            for (int k = 0; k < o->ncores; k++)
+                o->cores[k] = (unsigned)parse_num(a, vals[k], 1, 4096);
+            if (o->ncores == 0)
+                bad("--cores: a list of core counts, e.g. 1,2,4,8");
         } else if (strcmp(a, "--httpd") == 0) {
             o->httpd = v;
         } else if (strcmp(a, "--out") == 0) {

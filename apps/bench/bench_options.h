@@ -34,7 +34,9 @@ struct bench_options {
     const char *out_dir;
     int threads;
     unsigned interval_clients;
-    unsigned wrk_threads;
+    unsigned wrk_threads;       /* 0: 1, or with --cores the load's CPUs */
+    unsigned cores[MAX_POINTS]; /* --cores: server core counts; none: nothing pinned */
+    int ncores;
     char *command; /* the command line, for the report */
 };
 

@@ -13,7 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The columns, in the order of BENCH_CSV_HEADER_SPLIT; the first format ends at seconds. */
+/* The columns, in the order of BENCH_CSV_HEADER_CORES; the first format ends at seconds, the
+ * second at the CPU split. */
 enum col {
     COL_WORKLOAD,
     COL_SERVER,
@@ -32,10 +33,12 @@ enum col {
     COL_SECONDS,
     COL_USER,
     COL_SYS,
+    COL_CORES,
     NCOLS
 };
 
 #define NCOLS_FIRST COL_USER
+#define NCOLS_SPLIT COL_CORES
 
 static const char *const col_names[NCOLS] = {
     "workload",
@@ -55,10 +58,14 @@ static const char *const col_names[NCOLS] = {
     "seconds",
     "srv_user_us_per_req",
     "srv_sys_us_per_req",
+    "cores",
 };
 
 /* Largest concurrency accepted: far above any sweep, far below overflow. */
 #define CONCURRENCY_MAX 1000000u
+
+/* Largest core count accepted (CPU_SETSIZE is 1024; room for bigger machines). */
+#define CORES_MAX 65536u
 
 void bench_row_init(struct bench_row *row)
 {
@@ -110,7 +117,7 @@ int bench_rows_add(struct bench_rows *rows, const struct bench_row *row)
 
 int bench_csv_write_header(FILE *f)
 {
-    return fputs(BENCH_CSV_HEADER_SPLIT "\n", f) == EOF ? -EIO : 0;
+    return fputs(BENCH_CSV_HEADER_CORES "\n", f) == EOF ? -EIO : 0;
 }
 
 static bool is_valid_name(const char *s)
@@ -174,7 +181,7 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
     int err;
 
     if (!is_valid_name(row->workload) || !is_valid_name(row->server) ||
-        !is_valid_name(row->config) || row->concurrency == 0)
+        !is_valid_name(row->config) || row->concurrency == 0 || row->cores > CORES_MAX)
         return -EINVAL;
     /* Checked before writing, so a refused row leaves no half line behind. */
     for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
@@ -205,6 +212,9 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
         err = write_number(f, row->seconds);
     for (size_t i = 0; err == 0 && i < sizeof(split) / sizeof(split[0]); i++)
         err = write_number(f, split[i]);
+    /* Not pinned (no --cores) is the empty field. */
+    if (err == 0 && (row->cores > 0 ? fprintf(f, ",%u", row->cores) < 0 : fputc(',', f) == EOF))
+        err = -EIO;
     if (err == 0 && fputc('\n', f) == EOF)
         err = -EIO;
     return err;
@@ -226,7 +236,7 @@ struct parser {
     size_t len;
     size_t pos;
     unsigned line; /* of buf[pos] */
-    size_t ncols;  /* the header's: NCOLS_FIRST or NCOLS */
+    size_t ncols;  /* the header's: NCOLS_FIRST, NCOLS_SPLIT or NCOLS */
     struct bench_csv_error *err;
 };
 
@@ -471,17 +481,24 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
     err = parse_uint(p, rec, COL_ERRORS, UINT64_MAX, &row->errors);
     if (err < 0)
         return err;
+    /* Before the third format, and where the field is empty, nothing was pinned: cores 0. */
+    if (p->ncols == NCOLS && rec->field[COL_CORES][0] != '\0') {
+        err = parse_uint(p, rec, COL_CORES, CORES_MAX, &v);
+        if (err < 0)
+            return err;
+        row->cores = (unsigned)v;
+    }
     return 0;
 }
 
-/* Either format's header; sets p->ncols. */
+/* Any format's header; sets p->ncols. */
 static int check_header(struct parser *p, const struct record *rec)
 {
-    if (rec->nfields != NCOLS_FIRST && rec->nfields != NCOLS)
+    if (rec->nfields != NCOLS_FIRST && rec->nfields != NCOLS_SPLIT && rec->nfields != NCOLS)
         return fail(p, rec->line,
                     "header has %zu fields, expected %d (" BENCH_CSV_HEADER ") or %d (+ the CPU "
-                    "split)",
-                    rec->nfields, NCOLS_FIRST, NCOLS);
+                    "split) or %d (+ cores)",
+                    rec->nfields, NCOLS_FIRST, NCOLS_SPLIT, NCOLS);
     for (size_t i = 0; i < rec->nfields; i++)
         if (strcmp(rec->field[i], col_names[i]) != 0)
             return fail(p, rec->line, "header field %zu is not %s", i + 1, col_names[i]);

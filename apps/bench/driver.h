@@ -1,8 +1,8 @@
 /*
  * driver.h - the measuring half of cabrank-bench, shared by its files: starting and stopping
- * servers (run_server.c), the peers' configurations (peers.c), the document root (docroot.c),
- * the loads (load_wrk.c: HTTP through wrk; load_line.c: the line protocol, closed and open
- * loop; load_intervals.c: the pattern paper's t_conn, t_res1, t_res2+). main.c orchestrates.
+ * servers (run_server.c, line_server.c), the peers' configurations (peers.c), the document root
+ * (docroot.c), the loads (load_wrk.c: HTTP through wrk; load_line.c: the line protocol, closed and
+ * open loop; load_intervals.c: the pattern paper's t_conn, t_res1, t_res2+). main.c orchestrates.
  * Everything runs on the program's one thread; the children are the servers and wrk.
  */
 #ifndef CABRANK_BENCH_DRIVER_H
@@ -46,6 +46,16 @@ CR_MUST_CHECK int bench_server_spawn_http(char *const argv[], const char *log_pa
 
 /* Adopts an already forked child (its own session) as a server on port. */
 void bench_server_adopt(struct bench_server *s, pid_t pid, uint16_t port);
+
+struct bench_options;
+struct bench_config;
+
+/*
+ * Forks the line-protocol server under c's model with o's threads and pool sizes
+ * (line_server.c), on the servers' CPUs when pinned (cores.h). 0 (s filled) or -errno.
+ */
+CR_MUST_CHECK int bench_line_server_start(const struct bench_options *o,
+                                          const struct bench_config *c, struct bench_server *s);
 
 /* TERM, up to 5 s, then KILL to its whole process group; reaps it. NULL-safe, idempotent. */
 void bench_server_stop(struct bench_server *s);
@@ -101,10 +111,12 @@ struct bench_peer_cmd {
 /*
  * Writes the peer's configuration (peers.sh's settings: access logs off, sendfile, 2
  * workers or threads, keep-alive without a request limit) into dir, serving dir/www on
- * 127.0.0.1:port, and fills cmd. Returns 0, -ENOENT (unknown peer) or -errno.
+ * 127.0.0.1:port, and fills cmd. cores > 0 (--cores): the peer's workers or threads follow
+ * it (nginx worker_processes, h2o num-threads, lighttpd server.max-worker, Apache event's
+ * processes). Returns 0, -ENOENT (unknown peer) or -errno.
  */
 CR_MUST_CHECK int bench_peer_prepare(const char *name, const char *dir, uint16_t port,
-                                     struct bench_peer_cmd *cmd);
+                                     unsigned cores, struct bench_peer_cmd *cmd);
 
 /*
  * A canned peer's command line (canned.h): this program re-executed as "--canned MODE --listen

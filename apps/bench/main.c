@@ -7,20 +7,19 @@
  * and measures per point req/s, latency percentiles, the server's CPU time per request (and its
  * user and system parts) and context switches per request and its peak RSS (procstat.h). Asked
  * with --peers, it also measures the canned responders (canned.h), the machine's floor of CPU
- * per request, which this same program serves when started with --canned. Rows go to
- * <out>/results.csv as they are measured; at the end the report side (report.h) writes results.md
- * and the SVG plots. A progress line per point goes to stderr.
+ * per request, which this same program serves when started with --canned. With --cores the
+ * whole sweep runs once per core count k, the servers pinned to k CPUs and the load to the
+ * others (cores.h). Rows go to <out>/results.csv as they are measured; at the end the report
+ * side (report.h) writes results.md and the SVG plots. A progress line per point goes to stderr.
  *
  * Single-threaded. Children: the server under test (its own session, stopped by TERM then
  * KILL of its group), wrk. INT/TERM stop the sweep after the current point; the rows
  * measured so far are still reported.
  */
-#include <cabrank/log.h>
-#include <cabrank/server.h>
 
-#include "../common/lab_services.h"
 #include "bench_options.h"
 #include "canned.h"
+#include "cores.h"
 #include "driver.h"
 #include "procstat.h"
 #include "report.h"
@@ -51,6 +50,8 @@ struct ctx {
     int point;
     int total;
     bool wrk;
+    unsigned cores;     /* the server's core count now (--cores); 0: not pinned */
+    unsigned load_cpus; /* the load's CPUs then */
 };
 
 static volatile sig_atomic_t stopping;
@@ -148,8 +149,11 @@ static void progress_start(struct ctx *x, const char *server, const char *config
                            const char *point)
 {
     x->point++;
-    fprintf(stderr, "[%d/%d] %s %s %s ... ", x->point, x->total,
+    fprintf(stderr, "[%d/%d] %s %s %s", x->point, x->total,
             strcmp(server, "cabrank") == 0 ? config : server, w, point);
+    if (x->cores > 0)
+        fprintf(stderr, " k=%u", x->cores);
+    fputs(" ... ", stderr);
     fflush(stderr);
 }
 
@@ -163,9 +167,11 @@ static void progress_end(const struct bench_row *row)
                 (unsigned long long)row->errors);
 }
 
-static void start_row(struct bench_row *row, const char *w, const char *server, const char *config)
+static void start_row(const struct ctx *x, struct bench_row *row, const char *w, const char *server,
+                      const char *config)
 {
     bench_row_init(row);
+    row->cores = x->cores;
     snprintf(row->workload, sizeof(row->workload), "%s", w);
     snprintf(row->server, sizeof(row->server), "%s", server);
     snprintf(row->config, sizeof(row->config), "%s", config);
@@ -200,7 +206,10 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
             .seconds = o->seconds,
             .close = close_mode,
             .script = x->script,
-            .threads = o->wrk_threads,
+            /* With --cores and no --wrk-threads, a wrk thread per CPU of the load. */
+            .threads = o->wrk_threads ? o->wrk_threads
+                       : x->load_cpus ? x->load_cpus
+                                      : 1,
         };
         struct bench_load_result r;
         struct bench_usage u0;
@@ -211,7 +220,7 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
 
         snprintf(pt, sizeof(pt), "c=%u", o->conc[i]);
         progress_start(x, server, config, w, pt);
-        start_row(&row, w, server, config);
+        start_row(x, &row, w, server, config);
         row.concurrency = o->conc[i];
         bench_usage_read(s->pid, &u0);
         err = bench_wrk_run(&l, &r);
@@ -254,7 +263,7 @@ static void interval_points(struct ctx *x, const struct bench_server *s, const c
         const struct bench_pcts *p = k == 0 ? &r.conn : k == 1 ? &r.res1 : &r.res2;
         struct bench_row row;
 
-        start_row(&row, names[k], server, config);
+        start_row(x, &row, names[k], server, config);
         row.concurrency = 1;
         row.rps = 0;
         row.p50_us = p->p50_us;
@@ -332,7 +341,7 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
             else
                 snprintf(pt, sizeof(pt), "c=%u", l.connections);
             progress_start(x, "cabrank", config, w, pt);
-            start_row(&row, w, "cabrank", config);
+            start_row(x, &row, w, "cabrank", config);
             row.concurrency = l.connections;
             row.rate = l.rate;
             bench_usage_read(s->pid, &u0);
@@ -348,91 +357,6 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
             progress_end(&row);
         }
     }
-}
-
-/*
- * Forks the line-protocol server (tests/support's line service) under the config's model,
- * in its own session; the child reports its port through a pipe. 0 or -errno.
- */
-static int start_line_server(const struct bench_options *o, const struct bench_config *c,
-                             struct bench_server *s)
-{
-    uint16_t port;
-    int pfd[2];
-    pid_t pid;
-
-    if (pipe2(pfd, O_CLOEXEC) < 0)
-        return -errno;
-    pid = fork();
-    if (pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return -errno;
-    }
-    if (pid == 0) {
-        struct cr_server_config cfg = {
-            .model = c->model,
-            .listen = {"127.0.0.1:0"},
-            .threads = o->threads,
-            .max_connections = 4096,
-        };
-        struct cr_test_svc line;
-        struct cr_server *srv;
-        char addr[64];
-        const char *colon;
-        int err;
-
-        setsid();
-        close(pfd[0]);
-        if (strcmp(c->model, "lf") == 0 && c->option[0])
-            cfg.promotion = c->option;
-        if (strcmp(c->model, "proactor") == 0 && c->option[0])
-            cfg.dispatch = c->option;
-        if (strcmp(c->model, "prefork") == 0) {
-            cfg.workers = bench_options_prefork_workers(o);
-            cfg.max_workers = cfg.workers;
-            cfg.max_spare = cfg.workers;
-            if (c->option[0])
-                cfg.accept_lock = c->option;
-        }
-        if (strcmp(c->model, "forking") == 0)
-            cfg.max_workers = (int)bench_options_max_conc(o) + 8;
-        cr_log_set_level(CR_LOG_WARN);
-        err = cr_test_line_init(&line);
-        if (err == 0) {
-            err = cr_server_create(&srv, &cfg, &line.svc);
-            if (err == 0) {
-                err = cr_server_address(srv, 0, addr, sizeof(addr));
-                if (err < 0)
-                    cr_server_destroy(srv);
-            }
-            if (err < 0)
-                cr_test_svc_fini(&line);
-        }
-        if (err < 0) {
-            fprintf(stderr, "cabrank-bench: line server %s: %s\n", c->model, strerror(-err));
-            _exit(1);
-        }
-        colon = strrchr(addr, ':');
-        port = (uint16_t)atoi(colon + 1);
-        if (write(pfd[1], &port, sizeof(port)) != (ssize_t)sizeof(port))
-            _exit(1);
-        close(pfd[1]);
-        err = cr_server_run(srv);
-        cr_server_destroy(srv);
-        cr_test_svc_fini(&line);
-        _exit(err == 0 ? 0 : 1);
-    }
-    close(pfd[1]);
-    bench_server_adopt(s, pid, 0);
-    if (read(pfd[0], &port, sizeof(port)) != (ssize_t)sizeof(port)) {
-        close(pfd[0]);
-        bench_server_stop(s);
-        return -ECHILD;
-    }
-    close(pfd[0]);
-    s->port = port;
-    return 0;
 }
 
 /* ------------------------------------------------------------ servers */
@@ -522,7 +446,7 @@ static void run_cabrank(struct ctx *x, const char *spec)
         }
     }
     if (any_workload(x->o, is_line) && !stopping) {
-        err = start_line_server(x->o, &c, &s);
+        err = bench_line_server_start(x->o, &c, &s);
         if (err < 0) {
             fprintf(stderr, "cabrank-bench: line server under %s did not start: skipped\n", spec);
         } else {
@@ -578,7 +502,7 @@ static void run_peer(struct ctx *x, const char *name)
     }
     err = bench_free_port(&port);
     if (err == 0)
-        err = bench_peer_prepare(name, x->workdir, port, &cmd);
+        err = bench_peer_prepare(name, x->workdir, port, x->cores, &cmd);
     if (err == 0)
         err = bench_server_spawn_http(cmd.argv, cmd.log, port, SPAWN_MS, &s);
     if (err < 0) {
@@ -602,6 +526,41 @@ static void run_peer(struct ctx *x, const char *name)
 }
 
 /* ------------------------------------------------------------ main */
+
+/* Every configuration, then every peer, at the pinning in force. */
+static void sweep(struct ctx *x)
+{
+    for (int i = 0; i < x->o->nconfigs && !stopping; i++)
+        run_cabrank(x, x->o->configs[i]);
+    for (int i = 0; i < x->o->npeers && !stopping; i++)
+        run_peer(x, x->o->peers[i]);
+}
+
+/* The sweep once per core count of the plan that fits, pinned; says what it skipped. */
+static void sweep_cores(struct ctx *x, const struct bench_cores *plan)
+{
+    for (int i = 0; i < plan->nrun && !stopping; i++) {
+        int err = bench_cores_pin(plan, plan->run[i]);
+
+        if (err < 0) {
+            fprintf(stderr, "cabrank-bench: pinning to %u cores: %s: skipped\n", plan->run[i],
+                    strerror(-err));
+            continue;
+        }
+        x->cores = plan->run[i];
+        x->load_cpus = (unsigned)plan->ncpus - plan->run[i];
+        fprintf(stderr, "cabrank-bench: k=%u: the servers on %u CPU%s, the load on %u\n", x->cores,
+                x->cores, x->cores == 1 ? "" : "s", x->load_cpus);
+        sweep(x);
+        err = bench_cores_unpin(plan);
+        if (err < 0) {
+            fprintf(stderr, "cabrank-bench: unpinning: %s\n", strerror(-err));
+            break;
+        }
+    }
+    x->cores = 0;
+    x->load_cpus = 0;
+}
 
 static int mkdirs(const char *dir)
 {
@@ -668,11 +627,12 @@ int main(int argc, char **argv)
         .out_dir = "bench/results",
         .interval_clients = 500,
         .open_connections = 16,
-        .wrk_threads = 1,
     };
     struct ctx x = {.o = &o};
     struct sigaction sa = {.sa_handler = on_signal};
     struct bench_report_info info = {0};
+    struct bench_cores plan;
+    char cores_text[1024];
     char path[PATH_MAX];
     char date[64];
     char machine[320];
@@ -731,6 +691,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "cabrank-bench: %s: %s\n", path, strerror(errno));
         return 1;
     }
+    if (o.ncores > 0) {
+        err = bench_cores_plan(o.cores, o.ncores, &plan);
+        if (err < 0) {
+            fprintf(stderr, "cabrank-bench: --cores: the CPUs this program may use: %s\n",
+                    strerror(-err));
+            return 1;
+        }
+        bench_cores_skip_text(&plan, cores_text, sizeof(cores_text));
+        if (cores_text[0] != '\0')
+            fprintf(stderr, "cabrank-bench: --cores: %s\n", cores_text);
+        bench_cores_describe(&plan, cores_text, sizeof(cores_text));
+        info.cores = cores_text;
+    }
     err = bench_workdir_create(x.workdir);
     if (err == 0)
         err = bench_wrk_script(x.workdir, x.script);
@@ -750,12 +723,14 @@ int main(int argc, char **argv)
                 x.total += serves(o.peers[k], w) ? points_of(&o, w) : 0;
         }
     }
+    if (o.ncores > 0)
+        x.total *= plan.nrun;
     fprintf(stderr, "cabrank-bench: %d configurations, %d peers, %d points of %.1f s\n", o.nconfigs,
             o.npeers, x.total, o.seconds);
-    for (int i = 0; i < o.nconfigs && !stopping; i++)
-        run_cabrank(&x, o.configs[i]);
-    for (int i = 0; i < o.npeers && !stopping; i++)
-        run_peer(&x, o.peers[i]);
+    if (o.ncores > 0)
+        sweep_cores(&x, &plan);
+    else
+        sweep(&x);
     if (stopping)
         fprintf(stderr, "cabrank-bench: interrupted; reporting the points measured\n");
     fclose(x.csv);
@@ -770,8 +745,8 @@ int main(int argc, char **argv)
     if (err < 0)
         fprintf(stderr, "cabrank-bench: report: %s\n", strerror(-err));
     else
-        fprintf(stderr, "cabrank-bench: %zu rows; %s/results.csv, results.md, plot-*.svg\n",
-                x.rows.len, o.out_dir);
+        fprintf(stderr, "cabrank-bench: %zu rows; %s/results.csv, results.md, plot-*.svg%s\n",
+                x.rows.len, o.out_dir, o.ncores > 0 ? ", scaling-*.svg" : "");
     bench_rows_fini(&x.rows);
     for (int i = 0; i < o.nconfigs; i++)
         free(o.configs[i]);

@@ -2,7 +2,9 @@
  * peers.c - the peers cabrank-bench measures beside cabrank-httpd, with the settings of the
  * project's peers.sh (kept in the program: users' clones have no ../shared): nginx (2
  * worker processes, sendfile), h2o (2 threads), lighttpd (sendfile backend), Apache with
- * the event MPM (2 x 64 threads) and the prefork MPM (72 processes up front); access logs
+ * the event MPM (2 x 64 threads) and the prefork MPM (72 processes up front); with --cores
+ * the worker count follows the server's cores (nginx's processes, h2o's threads, lighttpd's
+ * worker processes, Apache event's processes; prefork keeps a process per connection); access logs
  * off, keep-alive without a request limit, everything on 127.0.0.1. Configurations are
  * written into the run's work directory; started as root, the servers drop to nobody.
  * The canned peers (canned.h) are this program itself, in its hidden mode. Single-threaded;
@@ -90,7 +92,8 @@ static void set_argv(struct bench_peer_cmd *cmd, int n, const char *s)
     cmd->argv[n + 1] = NULL;
 }
 
-static int nginx_conf(const char *dir, uint16_t port, bool root, char *text, size_t cap)
+static int nginx_conf(const char *dir, uint16_t port, bool root, unsigned workers, char *text,
+                      size_t cap)
 {
     int n;
     char tmp[PATH_MAX];
@@ -106,7 +109,7 @@ static int nginx_conf(const char *dir, uint16_t port, bool root, char *text, siz
                  "daemon off;\n"
                  "master_process on;\n"
                  "%s"
-                 "worker_processes 2;\n"
+                 "worker_processes %u;\n"
                  "pid %s/run/nginx.pid;\n"
                  "error_log %s/run/nginx.err warn;\n"
                  "events { worker_connections 4096; }\n"
@@ -119,19 +122,20 @@ static int nginx_conf(const char *dir, uint16_t port, bool root, char *text, siz
                  "  types { text/plain txt; application/octet-stream bin; }\n"
                  "  server { listen 127.0.0.1:%u; root %s/www; }\n"
                  "}\n",
-                 root ? "user nobody nogroup;\n" : "", dir, dir, tmp, tmp, tmp, tmp, tmp,
+                 root ? "user nobody nogroup;\n" : "", workers, dir, dir, tmp, tmp, tmp, tmp, tmp,
                  (unsigned)port, dir);
     return n < (int)cap ? 0 : -ENAMETOOLONG;
 }
 
 /* h2o 2.2 has no sendfile switch (it pread()s files into its buffers); no access-log: none. */
-static int h2o_conf(const char *dir, uint16_t port, bool root, char *text, size_t cap)
+static int h2o_conf(const char *dir, uint16_t port, bool root, unsigned workers, char *text,
+                    size_t cap)
 {
     int n;
     n = snprintf(text, cap,
                  "%s"
                  "error-log: %s/run/h2o.err\n"
-                 "num-threads: 2\n"
+                 "num-threads: %u\n"
                  "listen:\n"
                  "  host: 127.0.0.1\n"
                  "  port: %u\n"
@@ -140,11 +144,13 @@ static int h2o_conf(const char *dir, uint16_t port, bool root, char *text, size_
                  "    paths:\n"
                  "      /:\n"
                  "        file.dir: %s/www\n",
-                 root ? "user: nobody\n" : "", dir, (unsigned)port, dir);
+                 root ? "user: nobody\n" : "", dir, workers, (unsigned)port, dir);
     return n < (int)cap ? 0 : -ENAMETOOLONG;
 }
 
-static int lighttpd_conf(const char *dir, uint16_t port, bool root, char *text, size_t cap)
+/* lighttpd: one process (max-worker 0), or with --cores a worker process per core. */
+static int lighttpd_conf(const char *dir, uint16_t port, bool root, unsigned cores, char *text,
+                         size_t cap)
 {
     int n;
     n = snprintf(text, cap,
@@ -153,22 +159,31 @@ static int lighttpd_conf(const char *dir, uint16_t port, bool root, char *text, 
                  "server.port = %u\n"
                  "%s"
                  "server.errorlog = \"%s/run/lighttpd.err\"\n"
-                 "server.max-worker = 0\n"
+                 "server.max-worker = %u\n"
                  "server.network-backend = \"sendfile\"\n"
                  "server.max-keep-alive-requests = 1000000\n"
                  "mimetype.assign = (\".txt\" => \"text/plain\", \".bin\" => "
                  "\"application/octet-stream\")\n",
                  dir, (unsigned)port,
-                 root ? "server.username = \"nobody\"\nserver.groupname = \"nogroup\"\n" : "", dir);
+                 root ? "server.username = \"nobody\"\nserver.groupname = \"nogroup\"\n" : "", dir,
+                 cores > 1 ? cores : 0);
     return n < (int)cap ? 0 : -ENAMETOOLONG;
 }
 
-static int apache_conf(const char *dir, const char *mpm, uint16_t port, bool root, char *text,
-                       size_t cap)
+/* Apache event: a process of 64 threads per core (2 without --cores); prefork: a process per
+ * connection whatever the cores. */
+static int apache_conf(const char *dir, const char *mpm, uint16_t port, bool root, unsigned cores,
+                       char *text, size_t cap)
 {
     int n;
     char rundir[PATH_MAX];
-    bool event = strcmp(mpm, "event") == 0;
+    char event[256];
+    unsigned procs = cores > 0 ? cores : 2;
+
+    snprintf(event, sizeof(event),
+             "StartServers %u\nServerLimit %u\nThreadLimit 64\nThreadsPerChild 64\n"
+             "MaxRequestWorkers %u\nMinSpareThreads 64\nMaxSpareThreads %u\n",
+             procs, procs, procs * 64, procs * 64);
 
     snprintf(rundir, sizeof(rundir), "%s/apache-%s-run", dir, mpm);
     if (mkdir(rundir, 0755) < 0 && errno != EEXIST)
@@ -202,16 +217,18 @@ static int apache_conf(const char *dir, const char *mpm, uint16_t port, bool roo
                  "%s",
                  dir, (unsigned)port, dir, mpm, rundir, dir, mpm,
                  root ? "User nobody\nGroup nogroup\n" : "", mpm, mpm, dir, dir,
-                 event ? "StartServers 2\nServerLimit 2\nThreadLimit 64\nThreadsPerChild 64\n"
-                         "MaxRequestWorkers 128\nMinSpareThreads 64\nMaxSpareThreads 128\n"
-                       /* prefork: a process per connection, so they are started up front. */
-                       : "StartServers 72\nServerLimit 128\nMaxRequestWorkers 128\n"
-                         "MinSpareServers 8\nMaxSpareServers 128\n");
+                 strcmp(mpm, "event") == 0
+                     ? event
+                     /* prefork: a process per connection, so they are started up front. */
+                     : "StartServers 72\nServerLimit 128\nMaxRequestWorkers 128\n"
+                       "MinSpareServers 8\nMaxSpareServers 128\n");
     return n < (int)cap ? 0 : -ENAMETOOLONG;
 }
 
-int bench_peer_prepare(const char *name, const char *dir, uint16_t port, struct bench_peer_cmd *cmd)
+int bench_peer_prepare(const char *name, const char *dir, uint16_t port, unsigned cores,
+                       struct bench_peer_cmd *cmd)
 {
+    unsigned workers = cores > 0 ? cores : 2;
     static char text[8192];
     char conf[PATH_MAX];
     bool root = geteuid() == 0;
@@ -226,23 +243,23 @@ int bench_peer_prepare(const char *name, const char *dir, uint16_t port, struct 
     if (strcmp(name, "nginx") == 0) {
         char prefix[PATH_MAX];
 
-        err = nginx_conf(dir, port, root, text, sizeof(text));
+        err = nginx_conf(dir, port, root, workers, text, sizeof(text));
         snprintf(prefix, sizeof(prefix), "%s/", dir);
         set_argv(cmd, 1, "-p");
         set_argv(cmd, 2, prefix);
         set_argv(cmd, 3, "-c");
         set_argv(cmd, 4, conf);
     } else if (strcmp(name, "h2o") == 0) {
-        err = h2o_conf(dir, port, root, text, sizeof(text));
+        err = h2o_conf(dir, port, root, workers, text, sizeof(text));
         set_argv(cmd, 1, "-c");
         set_argv(cmd, 2, conf);
     } else if (strcmp(name, "lighttpd") == 0) {
-        err = lighttpd_conf(dir, port, root, text, sizeof(text));
+        err = lighttpd_conf(dir, port, root, cores, text, sizeof(text));
         set_argv(cmd, 1, "-D");
         set_argv(cmd, 2, "-f");
         set_argv(cmd, 3, conf);
     } else {
-        err = apache_conf(dir, name + strlen("apache-"), port, root, text, sizeof(text));
+        err = apache_conf(dir, name + strlen("apache-"), port, root, cores, text, sizeof(text));
         set_argv(cmd, 1, "-DFOREGROUND");
         set_argv(cmd, 2, "-f");
         set_argv(cmd, 3, conf);

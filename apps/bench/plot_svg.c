@@ -3,7 +3,9 @@
  * workload, p99 latency (y) against throughput (x), one polyline with markers per series in
  * the order of its load (concurrency, then rate), so a curve bends back where a server
  * saturates. Interval workloads have no throughput: their plot has the percentiles (p50, p90,
- * p99, p99.9) as x categories and a line per series through them. The y axis is
+ * p99, p99.9) as x categories and a line per series through them. A run with --cores also
+ * gets a scaling plot per workload: req/s and CPU per request in two panels against the core
+ * counts (x categories), a line per server and config. The y axis is
  * logarithmic when the latencies span more than WIDE_RANGE. Text is XML-escaped and ASCII only
  * (other bytes become '?'), so any row gives a well-formed document. Called by
  * bench_report_write_dir() and the unit tests; single-threaded, no state.
@@ -42,6 +44,15 @@ struct axis {
     double max;
     bool log;
 };
+
+/* A plot area's vertical extent (every panel spans LEFT..LEFT + PLOT_W): the one panel of a
+ * latency plot, or each of a scaling plot's two. */
+struct panel {
+    int top;
+    int height;
+};
+
+static const struct panel main_panel = {TOP, PLOT_H};
 
 /* Writes s as XML character data or attribute value: escaped, ASCII, no control bytes. */
 static void put_xml(FILE *f, const char *s)
@@ -138,9 +149,9 @@ static double px(const struct axis *a, double v)
     return LEFT + scale(a, v, PLOT_W);
 }
 
-static double py(const struct axis *a, double v)
+static double py(const struct panel *p, const struct axis *a, double v)
 {
-    return TOP + PLOT_H - scale(a, v, PLOT_H);
+    return p->top + p->height - scale(a, v, p->height);
 }
 
 /* A tick label: 2.5M, 150k, 40, 0.5. */
@@ -154,20 +165,22 @@ static void put_tick_label(FILE *f, double v)
         fprintf(f, "%g", v);
 }
 
-static void put_x_tick(FILE *f, double x)
+static void put_x_tick(FILE *f, const struct panel *p, double x)
 {
+    int bottom = p->top + p->height;
+
     fprintf(f,
             "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#e0e0e0\"/>\n"
             "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"#000\"/>\n"
             "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">",
-            x, TOP, x, TOP + PLOT_H, x, TOP + PLOT_H, x, TOP + PLOT_H + 5, x, TOP + PLOT_H + 20);
+            x, p->top, x, bottom, x, bottom, x, bottom + 5, x, bottom + 20);
 }
 
 /* The x axis of an interval plot: one category per percentile, centred in its slot. */
 static void put_pct_axis(FILE *f, const struct axis *a)
 {
     for (size_t i = 0; i < NPCT; i++) {
-        put_x_tick(f, px(a, (double)i));
+        put_x_tick(f, &main_panel, px(a, (double)i));
         fprintf(f, "%s</text>\n", pct_names[i]);
     }
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">percentile</text>\n",
@@ -179,7 +192,7 @@ static void put_x_axis(FILE *f, const struct axis *a)
     double step = nice_step(a->max - a->min, 6);
 
     for (double v = a->min; v <= a->max + step / 2; v += step) {
-        put_x_tick(f, px(a, v));
+        put_x_tick(f, &main_panel, px(a, v));
         put_tick_label(f, v);
         fputs("</text>\n", f);
     }
@@ -187,9 +200,9 @@ static void put_x_axis(FILE *f, const struct axis *a)
             LEFT + PLOT_W / 2, HEIGHT - 15);
 }
 
-static void put_y_tick(FILE *f, const struct axis *a, double v)
+static void put_y_tick(FILE *f, const struct panel *p, const struct axis *a, double v)
 {
-    double y = py(a, v);
+    double y = py(p, a, v);
 
     fprintf(f,
             "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n"
@@ -200,21 +213,27 @@ static void put_y_tick(FILE *f, const struct axis *a, double v)
     fputs("</text>\n", f);
 }
 
-static void put_y_axis(FILE *f, const struct axis *a, bool interval)
+/* The y axis of panel p, its ticks and its title "name (unit)" (markup, written as they
+ * are), and the panel's frame. */
+static void put_y_axis(FILE *f, const struct panel *p, const struct axis *a, const char *name,
+                       const char *unit)
 {
     if (a->log) {
         for (double v = a->min; v <= a->max * 1.001; v *= 10)
-            put_y_tick(f, a, v);
+            put_y_tick(f, p, a, v);
     } else {
         double step = nice_step(a->max - a->min, 5);
 
         for (double v = a->min; v <= a->max + step / 2; v += step)
-            put_y_tick(f, a, v);
+            put_y_tick(f, p, a, v);
     }
     fprintf(f,
             "<text transform=\"translate(20 %d) rotate(-90)\" text-anchor=\"middle\">%s "
-            "(&#181;s%s)</text>\n",
-            TOP + PLOT_H / 2, interval ? "latency" : "p99 latency", a->log ? ", log scale" : "");
+            "(%s%s)</text>\n"
+            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+            "stroke=\"#000\"/>\n",
+            p->top + p->height / 2, name, unit, a->log ? ", log scale" : "", LEFT, p->top, PLOT_W,
+            p->height);
 }
 
 /* Marker k (circle, square, triangle, diamond) of colour c centred on (x, y). */
@@ -243,6 +262,49 @@ static void begin_line(FILE *f, const char *c)
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", c);
 }
 
+/* Legend entry k: a swatch of colour c with the marker, then label ("(no points)" when the
+ * series drew none). */
+static void put_legend(FILE *f, size_t k, const char *c, size_t marker, const char *label,
+                       size_t shown)
+{
+    double ly = TOP + 10 + (double)k * 18;
+
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" "
+            "stroke-width=\"2\"/>\n",
+            LEGEND_X, ly, LEGEND_X + 24, ly, c);
+    put_marker(f, marker, c, LEGEND_X + 12, ly);
+    fprintf(f, "<text x=\"%d\" y=\"%.1f\">", LEGEND_X + 32, ly + 4);
+    put_xml(f, label);
+    if (shown == 0)
+        fputs(" (no points)", f);
+    fputs("</text>\n", f);
+}
+
+/* The canvas of a plot height units tall, with its title (title's text, then suffix). */
+static void put_canvas(FILE *f, int height, const char *title, const char *suffix)
+{
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+            "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
+            "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "
+            "font-weight=\"bold\">",
+            WIDTH, height, WIDTH, height, WIDTH, height, LEFT + PLOT_W / 2);
+    put_xml(f, title);
+    fprintf(f, "%s</text>\n", suffix);
+}
+
+/* The canvas height for a legend of nseries entries below a plot of height units: a long
+ * legend makes the canvas taller, never the plot. */
+static int canvas_height(int height, size_t nseries)
+{
+    if (nseries > (size_t)(height - TOP - 20) / 18)
+        return TOP + 20 + (int)nseries * 18;
+    return height;
+}
+
 /*
  * Draws the series v[0..n) (one series, in load order) and its legend entry number k: a line
  * through its (req/s, p99) points, or for an interval one line per row through its
@@ -253,8 +315,7 @@ static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size
 {
     const char *c = colors[k % NCOLORS];
     size_t marker = k + k / NCOLORS; /* a colour's second use gets another marker */
-    char label[2 * BENCH_NAME_MAX + 2];
-    double ly = TOP + 10 + (double)k * 18;
+    char label[BENCH__LABEL_MAX];
     size_t shown = 0;
 
     fputs("<g class=\"series\">\n", f);
@@ -266,11 +327,12 @@ static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size
             for (size_t j = 0; j < NPCT; j++)
                 if (is_measured(pct_of(v[i], j)))
                     fprintf(f, "%s%.1f,%.1f", pts++ ? " " : "", px(ax, (double)j),
-                            py(ay, pct_of(v[i], j)));
+                            py(&main_panel, ay, pct_of(v[i], j)));
             fputs("\"/>\n", f);
             for (size_t j = 0; j < NPCT; j++)
                 if (is_measured(pct_of(v[i], j)))
-                    put_marker(f, marker, c, px(ax, (double)j), py(ay, pct_of(v[i], j)));
+                    put_marker(f, marker, c, px(ax, (double)j),
+                               py(&main_panel, ay, pct_of(v[i], j)));
             shown += pts;
         }
     } else {
@@ -278,24 +340,15 @@ static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size
         for (size_t i = 0; i < n; i++)
             if (is_plottable(v[i]))
                 fprintf(f, "%s%.1f,%.1f", shown++ ? " " : "", px(ax, v[i]->rps),
-                        py(ay, v[i]->p99_us));
+                        py(&main_panel, ay, v[i]->p99_us));
         fputs("\"/>\n", f);
         for (size_t i = 0; i < n; i++)
             if (is_plottable(v[i]))
-                put_marker(f, marker, c, px(ax, v[i]->rps), py(ay, v[i]->p99_us));
+                put_marker(f, marker, c, px(ax, v[i]->rps), py(&main_panel, ay, v[i]->p99_us));
     }
-    /* The legend: a swatch with the series' marker, then its name. */
-    fprintf(f,
-            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"%s\" "
-            "stroke-width=\"2\"/>\n",
-            LEGEND_X, ly, LEGEND_X + 24, ly, c);
-    put_marker(f, marker, c, LEGEND_X + 12, ly);
-    fprintf(f, "<text x=\"%d\" y=\"%.1f\">", LEGEND_X + 32, ly + 4);
     bench__series_label(v[0], label, sizeof(label));
-    put_xml(f, label);
-    if (shown == 0)
-        fputs(" (no points)", f);
-    fputs("</text>\n</g>\n", f);
+    put_legend(f, k, c, marker, label, shown);
+    fputs("</g>\n", f);
 }
 
 int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
@@ -336,9 +389,7 @@ int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
             ymax = fmax(ymax, v[i]->p99_us);
         }
     }
-    /* A long legend makes the canvas taller, never the plot. */
-    if (nseries > (HEIGHT - TOP - 20) / 18)
-        height = TOP + 20 + (int)nseries * 18;
+    height = canvas_height(HEIGHT, nseries);
     if (interval) {
         /* Categories 0..NPCT-1, each centred in a slot of its own. */
         ax.log = false;
@@ -357,25 +408,13 @@ int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
         linear_axis(&ay, ymax);
     }
 
-    fprintf(f,
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-            "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-            "<rect width=\"%d\" height=\"%d\" fill=\"#fff\"/>\n"
-            "<text x=\"%d\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "
-            "font-weight=\"bold\">",
-            WIDTH, height, WIDTH, height, WIDTH, height, LEFT + PLOT_W / 2);
-    put_xml(f, workload);
-    fputs(interval ? ": latency percentiles</text>\n" : ": p99 latency vs throughput</text>\n", f);
+    put_canvas(f, height, workload,
+               interval ? ": latency percentiles" : ": p99 latency vs throughput");
     if (interval)
         put_pct_axis(f, &ax);
     else
         put_x_axis(f, &ax);
-    put_y_axis(f, &ay, interval);
-    fprintf(f,
-            "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-            "stroke=\"#000\"/>\n",
-            LEFT, TOP, PLOT_W, PLOT_H);
+    put_y_axis(f, &main_panel, &ay, interval ? "latency" : "p99 latency", "&#181;s");
     for (size_t i = 0; i < n; k++) {
         size_t j = i;
 
@@ -392,15 +431,122 @@ int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
     return ferror(f) ? -EIO : 0;
 }
 
-int bench_plot_filename(const char *workload, char *out, size_t cap)
+/* ------------------------------------------------------------------------- scaling plot */
+
+/* The two panels of a scaling plot, one above the other, and the gap for the upper one's
+ * x labels. */
+#define SCALING_GAP 50
+static const struct panel rps_panel = {TOP, PLOT_H * 3 / 4};
+static const struct panel cpu_panel = {TOP + PLOT_H * 3 / 4 + SCALING_GAP, PLOT_H * 3 / 4};
+#define SCALING_HEIGHT (TOP + 2 * (PLOT_H * 3 / 4) + SCALING_GAP + BOTTOM)
+
+static double scaling_value(const struct bench_row *r, bool cpu)
+{
+    double v = r == NULL ? NAN : cpu ? r->cpu_us_per_req : r->rps;
+
+    return is_measured(v) ? v : NAN;
+}
+
+/* Line l of s in panel p: req/s, or CPU per request (cpu), at each core count measured. */
+static size_t put_scaling_line(FILE *f, const struct bench__scaling *s, size_t l, size_t k,
+                               const struct panel *p, const struct axis *ax, const struct axis *ay,
+                               bool cpu)
+{
+    const char *c = colors[k % NCOLORS];
+    size_t marker = k + k / NCOLORS;
+    size_t shown = 0;
+
+    begin_line(f, c);
+    for (size_t i = 0; i < s->ncores; i++) {
+        double v = scaling_value(s->lines[l].at[i], cpu);
+
+        if (!isnan(v))
+            fprintf(f, "%s%.1f,%.1f", shown++ ? " " : "", px(ax, (double)i), py(p, ay, v));
+    }
+    fputs("\"/>\n", f);
+    for (size_t i = 0; i < s->ncores; i++) {
+        double v = scaling_value(s->lines[l].at[i], cpu);
+
+        if (!isnan(v))
+            put_marker(f, marker, c, px(ax, (double)i), py(p, ay, v));
+    }
+    return shown;
+}
+
+/* A panel's x axis: one category per core count. */
+static void put_cores_axis(FILE *f, const struct panel *p, const struct axis *a,
+                           const struct bench__scaling *s)
+{
+    for (size_t i = 0; i < s->ncores; i++) {
+        put_x_tick(f, p, px(a, (double)i));
+        fprintf(f, "%u</text>\n", s->cores[i]);
+    }
+}
+
+int bench_plot_scaling_svg(FILE *f, const struct bench_rows *rows, const char *workload)
+{
+    struct bench__scaling s;
+    struct axis ax = {.min = -0.5, .log = false};
+    struct axis arps;
+    struct axis acpu;
+    double maxrps = 0;
+    double maxcpu = 0;
+    int err = bench__scaling_build(rows, workload, &s);
+
+    if (err < 0)
+        return err;
+    ax.max = (double)s.ncores - 0.5;
+    for (size_t l = 0; l < s.nlines; l++)
+        for (size_t i = 0; i < s.ncores; i++) {
+            double r = scaling_value(s.lines[l].at[i], false);
+            double c = scaling_value(s.lines[l].at[i], true);
+
+            maxrps = isnan(r) ? maxrps : fmax(maxrps, r);
+            maxcpu = isnan(c) ? maxcpu : fmax(maxcpu, c);
+        }
+    linear_axis(&arps, maxrps);
+    linear_axis(&acpu, maxcpu);
+    put_canvas(f, canvas_height(SCALING_HEIGHT, s.nlines), workload,
+               ": req/s and CPU per request against server cores");
+    put_cores_axis(f, &rps_panel, &ax, &s);
+    put_y_axis(f, &rps_panel, &arps, "throughput", "req/s");
+    put_cores_axis(f, &cpu_panel, &ax, &s);
+    put_y_axis(f, &cpu_panel, &acpu, "server CPU", "&#181;s/request");
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">server cores</text>\n",
+            LEFT + PLOT_W / 2, SCALING_HEIGHT - 15);
+    for (size_t l = 0; l < s.nlines; l++) {
+        const struct bench_row *any = NULL;
+        char label[BENCH__LABEL_MAX];
+        size_t shown;
+
+        for (size_t i = 0; i < s.ncores && any == NULL; i++)
+            any = s.lines[l].at[i];
+        fputs("<g class=\"series\">\n", f);
+        shown = put_scaling_line(f, &s, l, l, &rps_panel, &ax, &arps, false);
+        put_scaling_line(f, &s, l, l, &cpu_panel, &ax, &acpu, true);
+        bench__line_label(any, label, sizeof(label));
+        put_legend(f, l, colors[l % NCOLORS], l + l / NCOLORS, label, shown);
+        fputs("</g>\n", f);
+    }
+    if (maxcpu == 0)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no CPU measured</text>\n",
+                LEFT + PLOT_W / 2, cpu_panel.top + cpu_panel.height / 2);
+    fputs("</svg>\n", f);
+    bench__scaling_fini(&s);
+    return ferror(f) ? -EIO : 0;
+}
+
+/* ------------------------------------------------------------------------------ file names */
+
+/* "<prefix><workload>.svg", bytes outside [A-Za-z0-9._-] of the workload replaced by '-'. */
+static int svg_filename(const char *prefix, const char *workload, char *out, size_t cap)
 {
     size_t n = strlen(workload);
-    size_t o = 0;
+    size_t o = strlen(prefix);
 
-    if (cap < n + sizeof("plot-.svg"))
+    if (cap < o + n + sizeof(".svg"))
         return -ENAMETOOLONG;
-    memcpy(out, "plot-", 5);
-    o = 5;
+    memcpy(out, prefix, o);
     for (size_t i = 0; i < n; i++) {
         char c = workload[i];
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -410,4 +556,14 @@ int bench_plot_filename(const char *workload, char *out, size_t cap)
     }
     memcpy(out + o, ".svg", 5);
     return 0;
+}
+
+int bench_plot_filename(const char *workload, char *out, size_t cap)
+{
+    return svg_filename("plot-", workload, out, cap);
+}
+
+int bench_scaling_filename(const char *workload, char *out, size_t cap)
+{
+    return svg_filename("scaling-", workload, out, cap);
 }

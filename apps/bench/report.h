@@ -7,23 +7,27 @@
  * writer) once at the end; the unit tests call the same functions. Single-threaded: every
  * function runs on the caller's thread and keeps no state between calls.
  *
- * CSV header, exactly (BENCH_CSV_HEADER_SPLIT, what the lab writes):
+ * CSV header, exactly (BENCH_CSV_HEADER_CORES, what the lab writes):
  *   workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,
  *   cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds,
- *   srv_user_us_per_req,srv_sys_us_per_req
+ *   srv_user_us_per_req,srv_sys_us_per_req,cores
  * The first format (BENCH_CSV_HEADER) ends at seconds; the two columns of the server's CPU
- * time split into user and system time came later, at the end, so a reader of the first
- * format that takes columns by position still finds its own. The reader takes either format,
- * by its header (old results stay readable); the writers write the second.
+ * time split into user and system time came later (BENCH_CSV_HEADER_SPLIT), and the server's
+ * core count (--cores) after them, each at the end, so a reader of an earlier format that
+ * takes columns by position still finds its own. The reader takes any of the three, by its
+ * header (old results stay readable); the writers write the third.
  * workload  "http:<file>", "http-close:<file>", "line", "line-open", "interval:t_conn",
  *           "interval:t_res1", "interval:t_res2" (interval rows: the percentiles are the
  *           interval's, rps is 0)
  * server    "cabrank", "nginx", "h2o", "lighttpd", "apache-event", "apache-prefork",
  *           "canned-epoll", "canned-uring" (canned.h: the machine's floor)
  * config    cabrank's model and options ("lf:lifo", "hshr", "proactor:lf"...), "-" for peers
+ * cores     the CPUs the server was pinned to (--cores); empty: not pinned (0 in bench_row)
  * numbers   decimal; an empty field is "not measured" (NAN in struct bench_row), except
  *           concurrency and errors, which are always present.
- * A series is (workload, server, config); its points vary concurrency or rate.
+ * A series is (workload, server, config, cores); its points vary concurrency or rate. Rows
+ * with cores make the report add a scaling section: a table per workload of req/s and CPU per
+ * request at each core count, the claims at each core count, and scaling-<workload>.svg.
  */
 #ifndef CABRANK_BENCH_REPORT_H
 #define CABRANK_BENCH_REPORT_H
@@ -39,6 +43,7 @@
     "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,cpu_us_per_req,"     \
     "ctxsw_per_req,peak_rss_kb,errors,seconds"
 #define BENCH_CSV_HEADER_SPLIT BENCH_CSV_HEADER ",srv_user_us_per_req,srv_sys_us_per_req"
+#define BENCH_CSV_HEADER_CORES BENCH_CSV_HEADER_SPLIT ",cores"
 
 /* Longest workload, server and config names (without the NUL); longer fields are an error. */
 #define BENCH_NAME_MAX 63
@@ -65,6 +70,7 @@ struct bench_row {
     double seconds;
     double srv_user_us_per_req; /* of cpu_us_per_req, in user mode */
     double srv_sys_us_per_req;  /* of cpu_us_per_req, in the kernel */
+    unsigned cores;             /* CPUs the server was pinned to; 0: not pinned */
 };
 
 /* A growable array of rows, in the order they were added. Zero-initialised is empty. */
@@ -86,27 +92,28 @@ void bench_rows_fini(struct bench_rows *rows);
 /* Appends a copy of *row. Returns 0 or -ENOMEM. */
 CR_MUST_CHECK int bench_rows_add(struct bench_rows *rows, const struct bench_row *row);
 
-/* A row with every number not measured (NAN), concurrency 1, rate 0, errors 0. */
+/* A row with every number not measured (NAN), concurrency 1, rate 0, errors 0, cores 0. */
 void bench_row_init(struct bench_row *row);
 
-/* Writes BENCH_CSV_HEADER_SPLIT and a newline. Returns 0 or -EIO. */
+/* Writes BENCH_CSV_HEADER_CORES and a newline. Returns 0 or -EIO. */
 CR_MUST_CHECK int bench_csv_write_header(FILE *f);
 
 /*
  * Writes one row and a newline (fflush is the caller's). Names holding ',', '"' or a newline
  * are quoted as RFC 4180; numbers are plain decimals with up to 6 decimals (so what is read
  * back is within 1e-6 of what was written). Returns 0, -EINVAL (an empty or over-long name,
- * concurrency 0), -ERANGE (a number negative, infinite or above BENCH_VALUE_MAX) or -EIO.
- * All 17 columns (BENCH_CSV_HEADER_SPLIT).
+ * concurrency 0, cores above 65536), -ERANGE (a number negative, infinite or above
+ * BENCH_VALUE_MAX) or -EIO. All 18 columns (BENCH_CSV_HEADER_CORES).
  */
 CR_MUST_CHECK int bench_csv_write_row(FILE *f, const struct bench_row *row);
 
 /*
  * Parses a whole CSV text (buf[0..len), need not be NUL-terminated) into rows, appending. The
- * first non-empty line must be the header of either format, and every row has its columns (the
- * first format's rows have no CPU split: NAN); empty lines and a final line without a newline
- * are accepted; RFC 4180 quoting is understood. On a malformed line returns -EBADMSG and, when err
- * is not NULL, fills *err (rows then holds the rows before it); -ENOMEM when out of memory.
+ * first non-empty line must be the header of any format, and every row has its columns (the
+ * first format's rows have no CPU split: NAN; rows before the third have cores 0); empty lines and
+ * a final line without a newline are accepted; RFC 4180 quoting is understood. On a malformed line
+ * returns -EBADMSG and, when err is not NULL, fills *err (rows then holds the rows before it);
+ * -ENOMEM when out of memory.
  */
 CR_MUST_CHECK int bench_csv_parse(const char *buf, size_t len, struct bench_rows *rows,
                                   struct bench_csv_error *err);
@@ -121,6 +128,7 @@ struct bench_report_info {
     const char *date;    /* e.g. "2026-11-22 12:00 UTC" */
     const char *machine; /* e.g. "2 x Intel Xeon ..., Linux 6.1" */
     const char *command; /* the command line that produced the figures */
+    const char *cores;   /* how --cores pinned the servers, and what it skipped */
 };
 
 /* The winner of one workload (see bench_winner_find()). */
@@ -196,7 +204,21 @@ CR_MUST_CHECK int bench_plot_svg(FILE *f, const struct bench_rows *rows, const c
 CR_MUST_CHECK int bench_plot_filename(const char *workload, char *out, size_t cap);
 
 /*
- * Writes dir/results.md and dir/plot-<workload>.svg for every workload in rows (dir must
+ * Writes a scaling plot of workload from its rows with cores > 0: req/s (upper panel) and
+ * server CPU µs per request (lower panel) against the core counts (x categories), a line per
+ * server and config through each one's point at the workload's highest concurrency (its best
+ * req/s there). Returns 0, -ENOENT (no pinned row of workload with req/s), -ENOMEM or -EIO.
+ */
+CR_MUST_CHECK int bench_plot_scaling_svg(FILE *f, const struct bench_rows *rows,
+                                         const char *workload);
+
+/* The scaling plot's file name: "scaling-<workload>.svg", bytes replaced as
+ * bench_plot_filename() does. 0 or -ENAMETOOLONG. */
+CR_MUST_CHECK int bench_scaling_filename(const char *workload, char *out, size_t cap);
+
+/*
+ * Writes dir/results.md and dir/plot-<workload>.svg for every workload in rows, and
+ * dir/scaling-<workload>.svg for every workload with req/s measured at a core count (dir must
  * exist; results.csv is the driver's). Returns 0 or the first error (-errno).
  */
 CR_MUST_CHECK int bench_report_write_dir(const char *dir, const struct bench_rows *rows,

@@ -11,8 +11,15 @@
 /* True for the pattern paper's intervals ("interval:..."): lower p99 wins, rps is 0. */
 bool bench__is_interval(const char *workload);
 
-/* True when a and b belong to the same series (workload, server, config). */
+/* True when a and b belong to the same series (workload, server, config, cores). */
 bool bench__same_series(const struct bench_row *a, const struct bench_row *b);
+
+/* True when a and b are the same server and config on the same workload, at any cores: one
+ * line of a scaling table or plot. */
+bool bench__same_line(const struct bench_row *a, const struct bench_row *b);
+
+/* Whether any row was measured on a server pinned to a core count (cores > 0). */
+bool bench__has_cores(const struct bench_rows *rows);
 
 /*
  * The distinct workloads of rows in order of first appearance: *out returns owned (free()),
@@ -28,7 +35,46 @@ CR_MUST_CHECK int bench__workloads(const struct bench_rows *rows, const char ***
 CR_MUST_CHECK int bench__workload_rows(const struct bench_rows *rows, const char *workload,
                                        const struct bench_row ***out, size_t *n);
 
-/* "server config" of a series for legends and text ("cabrank lf:lifo", "nginx"). */
+/* Room for a label of bench__series_label() or bench__line_label(). */
+#define BENCH__LABEL_MAX (2 * BENCH_NAME_MAX + 24)
+
+/* "server config" of a series for legends and text ("cabrank lf:lifo", "nginx"), with its
+ * cores when pinned ("nginx, 4 cores"). */
 void bench__series_label(const struct bench_row *r, char *out, size_t cap);
+
+/* "server config" without the cores: a scaling line's label. */
+void bench__line_label(const struct bench_row *r, char *out, size_t cap);
+
+/* Most core counts a scaling table or plot shows (the --cores list's length). */
+#define BENCH__SCALING_MAX 16
+
+/* One server and config of a scaling table: its point at each core count. */
+struct bench__scaling_line {
+    const struct bench_row *at[BENCH__SCALING_MAX]; /* NULL: not measured at cores[i] */
+};
+
+/* A workload's scaling: the lines (in order of first appearance) at each core count. */
+struct bench__scaling {
+    unsigned cores[BENCH__SCALING_MAX]; /* ascending */
+    size_t ncores;
+    unsigned concurrency;              /* the points taken: the highest concurrency with req/s */
+    struct bench__scaling_line *lines; /* owned (bench__scaling_fini()) */
+    size_t nlines;
+};
+
+/*
+ * The scaling of workload: of its rows with cores > 0 and req/s measured (> 0), those at the
+ * highest concurrency; per line and core count the point with the best req/s. Borrows rows.
+ * Returns 0, -ENOENT (no such row, or an interval workload) or -ENOMEM.
+ */
+CR_MUST_CHECK int bench__scaling_build(const struct bench_rows *rows, const char *workload,
+                                       struct bench__scaling *s);
+
+/* Frees s's lines; NULL-safe. */
+void bench__scaling_fini(struct bench__scaling *s);
+
+/* The rows with cores == k, copied into *out (empty first). 0 or -ENOMEM. */
+CR_MUST_CHECK int bench__rows_at_cores(const struct bench_rows *rows, unsigned k,
+                                       struct bench_rows *out);
 
 #endif /* CABRANK_BENCH_REPORT_INTERNAL_H */

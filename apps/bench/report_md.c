@@ -1,8 +1,9 @@
 /*
  * report_md.c - the Markdown report of cabrank-bench (results.md): a table per workload with
  * every series' points, the winner of each workload with its ratio to the runner-up, and the
- * papers' claims (claims.c), and bench_report_write_dir(), which writes it beside the plots
- * (plot_svg.c). Called once by the driver at the end of a run, and by the unit tests;
+ * papers' claims (claims.c); for a run with --cores, a scaling table per workload and the
+ * claims at each core count instead; and bench_report_write_dir(), which writes it beside the
+ * plots (plot_svg.c). Called once by the driver at the end of a run, and by the unit tests;
  * single-threaded; allocates only temporary arrays of pointers.
  */
 #include "report_internal.h"
@@ -138,14 +139,17 @@ static bool has_split(const struct bench_row *const *v, size_t n)
 static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool interval)
 {
     bool split = has_split(v, n);
+    bool pinned = false; /* a cores column, only where a row was pinned (--cores) */
 
-    fputs("| server | config | conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs "
-          "| CPU µs/req ",
-          f);
+    for (size_t i = 0; i < n; i++)
+        pinned = pinned || v[i]->cores > 0;
+    fputs(pinned ? "| server | config | cores " : "| server | config ", f);
+    fputs("| conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | CPU µs/req ", f);
     if (split)
         fputs("| user µs/req | sys µs/req ", f);
     fputs("| ctxsw/req | peak RSS KiB | errors |\n", f);
-    fputs("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", f);
+    fputs(pinned ? "|---|---|---:|" : "|---|---|", f);
+    fputs("---:|---:|---:|---:|---:|---:|---:|---:|", f);
     if (split)
         fputs("---:|---:|", f);
     fputs("---:|---:|---:|\n", f);
@@ -156,6 +160,8 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
         put_text(f, r->server);
         fputs(" | ", f);
         put_text(f, r->config);
+        if (pinned)
+            fprintf(f, " | %u", r->cores);
         /* The numeric cells in column order, each with its decimals; rate 0 is closed loop. */
         const struct {
             double v;
@@ -188,7 +194,7 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
 
 static void put_label(FILE *f, const struct bench_row *r)
 {
-    char label[2 * BENCH_NAME_MAX + 2];
+    char label[BENCH__LABEL_MAX];
 
     bench__series_label(r, label, sizeof(label));
     put_text(f, label);
@@ -217,6 +223,160 @@ static void put_winner(FILE *f, const struct bench_winner *w)
     } else {
         fputs("- | - |\n", f);
     }
+}
+
+/* ------------------------------------------------------------------------------- scaling */
+
+/* One workload's scaling table: a row per server and config, and per core count its req/s,
+ * its CPU per request and (after the first) its req/s over the first core count's. */
+static void put_scaling_table(FILE *f, const struct bench__scaling *s)
+{
+    fputs("| server | config |", f);
+    for (size_t c = 0; c < s->ncores; c++) {
+        fprintf(f, " k=%u req/s | k=%u CPU µs/req |", s->cores[c], s->cores[c]);
+        if (c > 0)
+            fprintf(f, " k=%u / k=%u |", s->cores[c], s->cores[0]);
+    }
+    fputs("\n|---|---|", f);
+    for (size_t c = 0; c < s->ncores; c++)
+        fputs(c > 0 ? "---:|---:|---:|" : "---:|---:|", f);
+    fputs("\n", f);
+    for (size_t l = 0; l < s->nlines; l++) {
+        const struct bench_row *const *at = s->lines[l].at;
+        const struct bench_row *any = NULL;
+
+        for (size_t c = 0; c < s->ncores && any == NULL; c++)
+            any = at[c];
+        fputs("| ", f);
+        put_text(f, any->server);
+        fputs(" | ", f);
+        put_text(f, any->config);
+        for (size_t c = 0; c < s->ncores; c++) {
+            fputs(" | ", f);
+            put_num(f, at[c] != NULL ? at[c]->rps : NAN, 0);
+            fputs(" | ", f);
+            put_num(f, at[c] != NULL ? at[c]->cpu_us_per_req : NAN, 2);
+            if (c == 0)
+                continue;
+            fputs(" | ", f);
+            if (at[c] != NULL && at[0] != NULL)
+                fprintf(f, "%.2fx", at[c]->rps / at[0]->rps);
+            else
+                fputs("-", f);
+        }
+        fputs(" |\n", f);
+    }
+}
+
+/* The claims at each core count of s (any workload's: the lab measures every workload at
+ * every core count), one column per count. */
+static int put_claims_by_cores(FILE *f, const struct bench_rows *rows, const unsigned *cores,
+                               size_t ncores)
+{
+    struct bench_claim(*claims)[BENCH_CLAIMS] = calloc(ncores, sizeof(*claims));
+    struct bench_rows at = {0};
+
+    if (claims == NULL)
+        return -ENOMEM;
+    for (size_t c = 0; c < ncores; c++) {
+        if (bench__rows_at_cores(rows, cores[c], &at) < 0) {
+            free(claims);
+            return -ENOMEM;
+        }
+        bench_claims_eval(&at, claims[c]);
+    }
+    bench_rows_fini(&at);
+    fputs("## The papers' claims at each core count\n\n", f);
+    fputs("Each claim checked on the rows of one core count; a cell is the ratio and its "
+          "verdict.\n\n| claim | held when |",
+          f);
+    for (size_t c = 0; c < ncores; c++)
+        fprintf(f, " %u core%s |", cores[c], cores[c] == 1 ? "" : "s");
+    fputs("\n|---|---:|", f);
+    for (size_t c = 0; c < ncores; c++)
+        fputs("---|", f);
+    fputs("\n", f);
+    for (size_t i = 0; i < BENCH_CLAIMS; i++) {
+        fputs("| ", f);
+        put_text(f, claims[0][i].claim);
+        fputs(" | ", f);
+        put_text(f, claims[0][i].metric);
+        fprintf(f, " >= %.2f |", claims[0][i].threshold);
+        for (size_t c = 0; c < ncores; c++) {
+            if (isnan(claims[c][i].ratio))
+                fprintf(f, " %s |", bench_verdict_name(claims[c][i].verdict));
+            else
+                fprintf(f, " %.2fx %s |", claims[c][i].ratio,
+                        bench_verdict_name(claims[c][i].verdict));
+        }
+        fputs("\n", f);
+    }
+    fputs("\n", f);
+    free(claims);
+    return 0;
+}
+
+/*
+ * The scaling section of a run with --cores: a table per workload (its plot beside it), then
+ * the claims at every core count any workload measured.
+ */
+static int put_scaling(FILE *f, const struct bench_rows *rows, const char *const *wl, size_t nwl)
+{
+    unsigned cores[BENCH__SCALING_MAX];
+    size_t ncores = 0;
+
+    fputs("## Scaling\n\n", f);
+    fputs("The server pinned to the first k CPUs cabrank-bench may use, the load to the others. "
+          "Each cell is the point at the workload's highest concurrency (its best req/s there); "
+          "k=K / k=K0 is req/s at K over req/s at the smallest K.\n\n",
+          f);
+    for (size_t i = 0; i < nwl; i++) {
+        struct bench__scaling s;
+        char plot[160];
+        int err = bench__scaling_build(rows, wl[i], &s);
+
+        if (err == -ENOENT)
+            continue;
+        if (err < 0)
+            return err;
+        fputs("### ", f);
+        put_text(f, wl[i]);
+        fprintf(f, ", %u conn%s\n\n", s.concurrency, s.concurrency == 1 ? "" : "s");
+        put_scaling_table(f, &s);
+        if (bench_scaling_filename(wl[i], plot, sizeof(plot)) == 0) {
+            fputs("\n![", f);
+            put_text(f, wl[i]);
+            fprintf(f, " scaling](%s)\n", plot);
+        }
+        fputs("\n", f);
+        for (size_t c = 0; c < s.ncores; c++) {
+            size_t j = 0;
+
+            while (j < ncores && cores[j] != s.cores[c])
+                j++;
+            if (j == ncores && ncores < BENCH__SCALING_MAX)
+                cores[ncores++] = s.cores[c];
+        }
+        bench__scaling_fini(&s);
+    }
+    /* The claims' intervals have no req/s: their core counts come from every pinned row. */
+    for (size_t i = 0; i < rows->len; i++) {
+        size_t j = 0;
+        unsigned k = rows->v[i].cores;
+
+        while (j < ncores && cores[j] != k)
+            j++;
+        if (k > 0 && j == ncores && ncores < BENCH__SCALING_MAX)
+            cores[ncores++] = k;
+    }
+    for (size_t i = 1; i < ncores; i++)
+        for (size_t j = i; j > 0 && cores[j - 1] > cores[j]; j--) {
+            unsigned t = cores[j];
+
+            cores[j] = cores[j - 1];
+            cores[j - 1] = t;
+        }
+    return put_claims_by_cores(f, rows, cores, ncores);
 }
 
 static void put_claims(FILE *f, const struct bench_rows *rows)
@@ -279,7 +439,13 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
             fputs("  \n", f);
         }
     }
-    if (info != NULL && (info->date != NULL || info->machine != NULL || info->command != NULL))
+    if (info != NULL && info->cores != NULL) {
+        fputs("Cores: ", f);
+        put_text(f, info->cores);
+        fputs("  \n", f);
+    }
+    if (info != NULL && (info->date != NULL || info->machine != NULL || info->command != NULL ||
+                         info->cores != NULL))
         fputs("\n", f);
     if (nwl == 0)
         fputs("No results.\n\n", f);
@@ -327,8 +493,12 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
     if (!any_winner)
         fputs("No workload has a measured result.\n", f);
     fputs("\n", f);
-    put_claims(f, rows);
     err = 0;
+    /* Pinned rows: the claims per core count, since mixing core counts compares nothing. */
+    if (bench__has_cores(rows))
+        err = put_scaling(f, rows, wl, nwl);
+    else
+        put_claims(f, rows);
 out_free:
     free(wl);
     if (err == 0 && (fflush(f) == EOF || ferror(f)))
@@ -372,6 +542,15 @@ static int svg_fn(FILE *f, const struct bench_rows *rows, const void *arg)
     return err;
 }
 
+static int scaling_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    int err = bench_plot_scaling_svg(f, rows, arg);
+
+    if (err == 0 && (fflush(f) == EOF || ferror(f)))
+        err = -EIO;
+    return err;
+}
+
 int bench_report_write_dir(const char *dir, const struct bench_rows *rows,
                            const struct bench_report_info *info)
 {
@@ -383,11 +562,25 @@ int bench_report_write_dir(const char *dir, const struct bench_rows *rows,
     if (err < 0)
         return err;
     for (size_t i = 0; i < nwl && err == 0; i++) {
+        struct bench__scaling s;
         char name[160];
 
         err = bench_plot_filename(wl[i], name, sizeof(name));
         if (err == 0)
             err = write_file(dir, name, rows, wl[i], svg_fn);
+        if (err < 0 || !bench__has_cores(rows))
+            continue;
+        /* Only the workloads the scaling section shows get a scaling plot. */
+        err = bench__scaling_build(rows, wl[i], &s);
+        bench__scaling_fini(&s);
+        if (err == -ENOENT) {
+            err = 0;
+            continue;
+        }
+        if (err == 0)
+            err = bench_scaling_filename(wl[i], name, sizeof(name));
+        if (err == 0)
+            err = write_file(dir, name, rows, wl[i], scaling_fn);
     }
     if (err == 0)
         err = write_file(dir, "results.md", rows, info, md_fn);

@@ -1,10 +1,12 @@
 /*
  * run_server.c - starting and stopping the servers cabrank-bench measures: cabrank-httpd
  * (which reports its port on stdout), the peers (on a port we chose, ready when they serve
- * /hello.txt) and the line-protocol server main.c forks. Each runs in its own session so a
- * stop reaches its worker processes, and so Apache's killpg() at shutdown never reaches us.
- * Runs on the program's thread; owns the children it starts until bench_server_stop().
+ * /hello.txt) and the line-protocol server (line_server.c). Each runs in its own session so a
+ * stop reaches its worker processes, on the servers' CPUs when --cores pins them (cores.h), and so
+ * Apache's killpg() at shutdown never reaches us. Runs on the program's thread; owns the children
+ * it starts until bench_server_stop().
  */
+#include "cores.h"
 #include "driver.h"
 
 #include <cabrank/clock.h>
@@ -37,6 +39,12 @@ static int start(char *const argv[], const char *log_path, int out_w, pid_t *pid
     if (*pid < 0)
         return -errno;
     if (*pid == 0) {
+        int err = bench_cores_enter_server();
+
+        if (err < 0) {
+            fprintf(stderr, "cabrank-bench: pinning %s: %s\n", argv[0], strerror(-err));
+            _exit(126);
+        }
         setsid();
         if (out_w >= 0)
             dup2(out_w, STDOUT_FILENO);

@@ -3,16 +3,20 @@
  * configurations (lf:lifo, hshr), no peers, one HTTP keep-alive point through wrk, the
  * intervals, the line protocol closed and open loop, into a temporary output directory. Then
  * checks what it wrote: results.csv with the exact header, one row per point asked, every
- * row with 17 fields, each point measured with no error (req/s > 0 for loads, percentiles in
- * order, CPU per request and its user and system parts); results.md naming each workload and the
- * command; a plot-<workload>.svg per workload that is well-formed XML with an <svg> root. wrk is a
- * test dependency (make test installs it). Exit 0 pass, 1 fail.
+ * row with 18 fields, each point measured with no error (req/s > 0 for loads, percentiles in
+ * order, CPU per request and its user and system parts, cores empty: nothing pinned); results.md
+ * naming each workload and the command; a plot-<workload>.svg per workload that is well-formed
+ * XML with an <svg> root. Then, on two CPUs of its mask, `--cores 1,2` with one configuration
+ * and one point: k=1 measured (cores 1), k=2 skipped and said in results.md, a scaling table and
+ * a well-formed scaling plot. wrk is a test dependency (make test installs it). Exit 0 pass, 1
+ * fail.
  */
 #include "bench_lab.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -66,6 +70,8 @@ static void check_row(char **f, void *arg)
     }
     if (strcmp(f[0], "line-open") == 0 && cr_test_number(f[4]) != 500)
         bl_fail("line-open: rate '%s', want 500", f[4]);
+    if (f[17][0] != '\0')
+        bl_fail("%s %s: cores '%s' without --cores", f[0], f[2], f[17]);
 }
 
 static void check_csv(const char *dir)
@@ -195,7 +201,7 @@ static const char *xml_check(const char *s, char *root, size_t rootcap)
     return roots == 1 ? NULL : "no root";
 }
 
-static void check_svg(const char *dir, const char *workload)
+static void check_svg(const char *dir, const char *prefix, const char *workload)
 {
     char path[PATH_MAX];
     char name[128];
@@ -208,7 +214,7 @@ static void check_svg(const char *dir, const char *workload)
     for (const char *p = workload; *p && k < sizeof(name) - 1; p++)
         name[k++] = isalnum((unsigned char)*p) || strchr("._-", *p) ? *p : '-';
     name[k] = '\0';
-    snprintf(path, sizeof(path), "%s/plot-%s.svg", dir, name);
+    snprintf(path, sizeof(path), "%s/%s-%s.svg", dir, prefix, name);
     text = cr_test_read_file(path, NULL);
     if (text == NULL) {
         bl_fail("no %s", path);
@@ -219,8 +225,9 @@ static void check_svg(const char *dir, const char *workload)
         bl_fail("%s is not well-formed XML: %s", path, why);
     else if (strcmp(root, "svg") != 0)
         bl_fail("%s: root <%s>, want <svg>", path, root);
-    else if (strstr(text, "lf:lifo") == NULL || strstr(text, "hshr") == NULL)
-        bl_fail("%s: a legend without both series", path);
+    else if (strstr(text, "lf:lifo") == NULL ||
+             (strcmp(prefix, "plot") == 0 && strstr(text, "hshr") == NULL))
+        bl_fail("%s: a legend without its series", path);
     free(text);
 }
 
@@ -244,10 +251,85 @@ static void check_md(const char *dir)
     free(text);
 }
 
+/* --cores 1,2 on two CPUs: the row of k=1, the words for k=2, the scaling table and plot. */
+static void check_cores_row(char **f, void *arg)
+{
+    int *rows = arg;
+
+    (*rows)++;
+    if (strcmp(f[0], "http:hello.txt") != 0 || strcmp(f[2], "lf:lifo") != 0 ||
+        strcmp(f[17], "1") != 0 || !(cr_test_number(f[5]) > 0) || cr_test_number(f[13]) != 0)
+        bl_fail("--cores row: %s %s rps '%s' errors '%s' cores '%s'", f[0], f[2], f[5], f[13],
+                f[17]);
+}
+
+static void run_cores(const char *bench, char *dir)
+{
+    cpu_set_t mask;
+    cpu_set_t two;
+    char path[PATH_MAX];
+    char *argv[24];
+    char *md;
+    int rows = 0;
+    int n = 0;
+
+    CPU_ZERO(&mask);
+    CPU_ZERO(&two);
+    if (sched_getaffinity(0, sizeof(mask), &mask) < 0 || CPU_COUNT(&mask) < 2) {
+        fprintf(stderr, "bench_smoke: fewer than 2 CPUs here: --cores not checked\n");
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE && CPU_COUNT(&two) < 2; c++)
+        if (CPU_ISSET(c, &mask))
+            CPU_SET(c, &two);
+    /* This process is done with everything else: cabrank-bench inherits its two CPUs. */
+    if (sched_setaffinity(0, sizeof(two), &two) < 0) {
+        bl_fail("sched_setaffinity: %s", strerror(errno));
+        return;
+    }
+    argv[n++] = (char *)bench;
+    argv[n++] = "--cores";
+    argv[n++] = "1,2";
+    argv[n++] = "--configs";
+    argv[n++] = "lf:lifo";
+    argv[n++] = "--no-peers";
+    argv[n++] = "--workloads";
+    argv[n++] = "http:hello.txt";
+    argv[n++] = "--concurrency";
+    argv[n++] = "4";
+    argv[n++] = "--seconds";
+    argv[n++] = "0.5";
+    argv[n++] = "--warmup";
+    argv[n++] = "0";
+    argv[n++] = "--out";
+    argv[n++] = dir;
+    argv[n] = NULL;
+    bl_run(argv, NULL);
+    bl_check_csv(dir, check_cores_row, &rows);
+    if (rows != 1)
+        bl_fail("--cores 1,2: %d rows, want 1 (k=1)", rows);
+    snprintf(path, sizeof(path), "%s/results.md", dir);
+    md = cr_test_read_file(path, NULL);
+    if (md == NULL) {
+        bl_fail("no %s", path);
+        return;
+    }
+    if (strstr(md, "skipped 2: this machine lets cabrank-bench use 2 CPUs; each point needs k for "
+                   "the server and at least one for the load") == NULL)
+        bl_fail("results.md does not say that k=2 was skipped");
+    if (strstr(md, "## Scaling") == NULL || strstr(md, "| cabrank | lf:lifo | ") == NULL)
+        bl_fail("results.md has no scaling table");
+    if (strstr(md, "| claim | held when | 1 core |") == NULL)
+        bl_fail("results.md has no claims at 1 core");
+    free(md);
+    check_svg(dir, "scaling", "http:hello.txt");
+}
+
 int main(void)
 {
     char bench[PATH_MAX];
     char dir[] = "/tmp/cr-bench-smoke-XXXXXX";
+    char cores_dir[] = "/tmp/cr-bench-cores-XXXXXX";
     char *argv[32];
     int n = 0;
 
@@ -280,9 +362,16 @@ int main(void)
     check_csv(dir);
     check_md(dir);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++)
-        check_svg(dir, workloads[w]);
+        check_svg(dir, "plot", workloads[w]);
     if (cr_test_rmtree(dir) < 0)
         fprintf(stderr, "could not remove %s\n", dir);
+    if (mkdtemp(cores_dir) == NULL) {
+        bl_fail("mkdtemp: %s", strerror(errno));
+    } else {
+        run_cores(bench, cores_dir);
+        if (cr_test_rmtree(cores_dir) < 0)
+            fprintf(stderr, "could not remove %s\n", cores_dir);
+    }
     if (bl_failures > 0) {
         fprintf(stderr, "bench_smoke: %d bl_failures\n", bl_failures);
         return 1;

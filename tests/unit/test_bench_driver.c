@@ -267,6 +267,15 @@ END_TEST
 
 START_TEST(peer_configuration_serves_the_port_and_root)
 {
+    static const struct {
+        const char *peer;
+        const char *line;
+    } workers[] = {
+        {"nginx", "worker_processes 3;"},
+        {"h2o", "num-threads: 3"},
+        {"lighttpd", "server.max-worker = 3"},
+        {"apache-event", "StartServers 3\nServerLimit 3\n"},
+    };
     char dir[PATH_MAX];
     int tried = 0;
 
@@ -280,7 +289,7 @@ START_TEST(peer_configuration_serves_the_port_and_root)
         if (!bench_peer_installed(bench_peer_names[i]))
             continue;
         tried++;
-        ck_assert_int_eq(bench_peer_prepare(bench_peer_names[i], dir, 18123, &cmd), 0);
+        ck_assert_int_eq(bench_peer_prepare(bench_peer_names[i], dir, 18123, 0, &cmd), 0);
         ck_assert_ptr_nonnull(cmd.argv[0]);
         snprintf(conf, sizeof(conf), "%s/%s.conf", dir, bench_peer_names[i]);
         text = cr_test_read_file(conf, NULL);
@@ -290,11 +299,21 @@ START_TEST(peer_configuration_serves_the_port_and_root)
         ck_assert_msg(strstr(text, root) != NULL, "%s: no root", conf);
         ck_assert_msg(strstr(text, "127.0.0.1") != NULL, "%s: not on loopback", conf);
         free(text);
+        /* With --cores, the workers follow the server's cores (prefork: a process per
+         * connection whatever they are). */
+        ck_assert_int_eq(bench_peer_prepare(bench_peer_names[i], dir, 18123, 3, &cmd), 0);
+        text = cr_test_read_file(conf, NULL);
+        ck_assert_ptr_nonnull(text);
+        for (size_t k = 0; k < sizeof(workers) / sizeof(workers[0]); k++)
+            if (strcmp(workers[k].peer, bench_peer_names[i]) == 0)
+                ck_assert_msg(strstr(text, workers[k].line) != NULL, "%s: no '%s'", conf,
+                              workers[k].line);
+        free(text);
     }
     {
         struct bench_peer_cmd cmd;
 
-        ck_assert_int_eq(bench_peer_prepare("iis", dir, 18123, &cmd), -ENOENT);
+        ck_assert_int_eq(bench_peer_prepare("iis", dir, 18123, 0, &cmd), -ENOENT);
     }
     bench_workdir_remove(dir);
     (void)tried; /* none installed: only the refusal is checked */

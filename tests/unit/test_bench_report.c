@@ -5,7 +5,8 @@
  * crash); a known CSV gives a known Markdown text; the winner of a workload and its ratio;
  * each claim held, not held or not measured; an SVG that a well-formedness checker in this file
  * (and xmllint, where installed) accepts, with hostile names escaped, a line per series and a
- * log axis only for a wide latency range; the output directory's files.
+ * log axis only for a wide latency range; the output directory's files; for a --cores run, the
+ * scaling table, the claims per core count and the scaling plot, from synthetic rows.
  */
 #include "../../apps/bench/report.h"
 
@@ -52,6 +53,11 @@ static int svg_fn(FILE *f, const struct bench_rows *rows, const void *arg)
     return bench_plot_svg(f, rows, arg);
 }
 
+static int scaling_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    return bench_plot_scaling_svg(f, rows, arg);
+}
+
 static size_t count(const char *hay, const char *needle)
 {
     size_t n = 0;
@@ -94,16 +100,18 @@ START_TEST(csv_rows_round_trip)
     r.srv_user_us_per_req = 0.000025;
     r.srv_sys_us_per_req = 0.0001;
     r.peak_rss_kb = 10240;
+    r.cores = 4;
     ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
     ck_assert_int_eq(bench_csv_write_header(f), 0);
     for (size_t i = 0; i < rows.len; i++)
         ck_assert_int_eq(bench_csv_write_row(f, &rows.v[i]), 0);
     ck_assert_int_eq(fclose(f), 0);
 
-    ck_assert_str_eq(buf, BENCH_CSV_HEADER_SPLIT
-                     "\nhttp:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2,,\n"
+    /* cores: empty when not pinned. */
+    ck_assert_str_eq(buf, BENCH_CSV_HEADER_CORES
+                     "\nhttp:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2,,,\n"
                      "line-open,\"odd,\"\"name\"\"\",-,16,50000,123456.75,80.5,,1200,,"
-                     "0.000125,,10240,3,2,0.000025,0.0001\n");
+                     "0.000125,,10240,3,2,0.000025,0.0001,4\n");
     parse_ok(buf, &back);
     ck_assert_uint_eq(back.len, 2);
     for (size_t i = 0; i < 2; i++) {
@@ -121,6 +129,7 @@ START_TEST(csv_rows_round_trip)
         ck_assert(i == 0 ? isnan(b->srv_user_us_per_req) && isnan(b->srv_sys_us_per_req)
                          : b->srv_user_us_per_req == 0.000025 && b->srv_sys_us_per_req == 0.0001);
         ck_assert_uint_eq(a->errors, b->errors);
+        ck_assert_uint_eq(a->cores, b->cores);
     }
     free(buf);
     bench_rows_fini(&rows);
@@ -137,6 +146,25 @@ START_TEST(csv_accepts_crlf_blank_lines_and_no_final_newline)
              &rows);
     ck_assert_uint_eq(rows.len, 2);
     ck_assert(rows.v[0].rate == 0 && rows.v[1].seconds == 1);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(csv_reads_every_format_and_cores)
+{
+    struct bench_rows rows = {0};
+
+    /* The second format has no cores (0); the third's empty field is 0 too. */
+    parse_ok(BENCH_CSV_HEADER_SPLIT "\nline,cabrank,lf,1,0,10,1,2,3,4,,,,0,1,0.5,1.5\n", &rows);
+    parse_ok(BENCH_CSV_HEADER_CORES "\nline,cabrank,lf,1,0,10,1,2,3,4,,,,0,1,0.5,1.5,8\n"
+                                    "line,cabrank,lf,1,0,10,1,2,3,4,,,,0,1,,,\n",
+             &rows);
+    ck_assert_uint_eq(rows.len, 3);
+    ck_assert_uint_eq(rows.v[0].cores, 0);
+    ck_assert(rows.v[0].srv_sys_us_per_req == 1.5);
+    ck_assert_uint_eq(rows.v[1].cores, 8);
+    ck_assert(rows.v[1].srv_user_us_per_req == 0.5);
+    ck_assert_uint_eq(rows.v[2].cores, 0);
     bench_rows_fini(&rows);
 }
 END_TEST
@@ -182,6 +210,10 @@ static const struct {
             "a234567890123456789012345678901234567890123456789012345678901234,1,0,1,1,1,1,1,,,,"
             "0,1\n",
      2, "longer than 63"},
+    {BENCH_CSV_HEADER_CORES "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,\n", 2, "17 fields"},
+    {BENCH_CSV_HEADER_CORES "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,x\n", 2, "cores is not"},
+    {BENCH_CSV_HEADER_CORES "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,70000\n", 2, "cores is out"},
+    {BENCH_CSV_HEADER_SPLIT ",core\n", 1, "header field 18"},
 };
 
 START_TEST(csv_rejects_malformed_input_with_line)
@@ -292,7 +324,10 @@ START_TEST(csv_write_rejects_bad_names_and_numbers)
     r.seconds = NAN;
     r.srv_sys_us_per_req = -1;
     ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
-    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,,,\n"));
+    r.srv_sys_us_per_req = NAN;
+    r.cores = 65537;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -EINVAL);
+    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,,,,\n"));
     fclose(f);
 }
 END_TEST
@@ -838,6 +873,181 @@ START_TEST(plot_filename_is_safe)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------------- scaling */
+
+/*
+ * A --cores run: lf:lifo, hshr and nginx at 1, 2 and 4 cores (nginx not at 2), 1 and 64
+ * connections (lf:lifo twice at 1 core and 64: the scaling takes the better); an unpinned row,
+ * which the scaling leaves out; an interval at 1 core.
+ */
+#define CORES_CSV                                                                                  \
+    BENCH_CSV_HEADER_CORES                                                                         \
+    "\n"                                                                                           \
+    "http:hello.txt,cabrank,lf:lifo,64,0,999999,,,,,1,,,0,1,,,\n"                                  \
+    "http:hello.txt,cabrank,lf:lifo,1,0,10000,50,,90,,,,,0,1,,,1\n"                                \
+    "http:hello.txt,cabrank,lf:lifo,64,0,20000,400,,900,,20,,,0,1,,,1\n"                           \
+    "http:hello.txt,cabrank,lf:lifo,64,0,40000,400,,900,,10,,,0,1,,,1\n"                           \
+    "http:hello.txt,cabrank,hshr,1,0,8000,80,,120,,,,,0,1,,,1\n"                                   \
+    "http:hello.txt,cabrank,hshr,64,0,30000,500,,1200,,12,,,0,1,,,1\n"                             \
+    "http:hello.txt,nginx,-,64,0,50000,300,,800,,7,,,0,1,,,1\n"                                    \
+    "interval:t_conn,cabrank,forking,1,0,0,150,,400,900,,,,0,1,,,1\n"                              \
+    "http:hello.txt,cabrank,lf:lifo,1,0,10000,50,,90,,,,,0,1,,,2\n"                                \
+    "http:hello.txt,cabrank,lf:lifo,64,0,80000,400,,900,,9,,,0,1,,,2\n"                            \
+    "http:hello.txt,cabrank,hshr,1,0,8000,80,,120,,,,,0,1,,,2\n"                                   \
+    "http:hello.txt,cabrank,hshr,64,0,70000,500,,1200,,11,,,0,1,,,2\n"                             \
+    "http:hello.txt,cabrank,lf:lifo,1,0,10000,50,,90,,,,,0,1,,,4\n"                                \
+    "http:hello.txt,cabrank,lf:lifo,64,0,120000,400,,900,,8.5,,,0,1,,,4\n"                         \
+    "http:hello.txt,cabrank,hshr,1,0,8000,80,,120,,,,,0,1,,,4\n"                                   \
+    "http:hello.txt,cabrank,hshr,64,0,160000,500,,1200,,10,,,0,1,,,4\n"                            \
+    "http:hello.txt,nginx,-,64,0,150000,300,,800,,6,,,0,1,,,4\n"
+
+START_TEST(markdown_scaling_table_and_claims_per_core_count)
+{
+    static const struct bench_report_info info = {
+        .title = "lab",
+        .cores = "k = 1,2,4 of the 5 CPUs; skipped 8: this machine lets cabrank-bench use 5 CPUs",
+    };
+    static const char table[] =
+        "### http:hello.txt, 64 conns\n"
+        "\n"
+        "| server | config | k=1 req/s | k=1 CPU µs/req | k=2 req/s | k=2 CPU µs/req | k=2 / k=1 "
+        "| k=4 req/s | k=4 CPU µs/req | k=4 / k=1 |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+        "| cabrank | lf:lifo | 40000 | 10.00 | 80000 | 9.00 | 2.00x | 120000 | 8.50 | 3.00x |\n"
+        "| cabrank | hshr | 30000 | 12.00 | 70000 | 11.00 | 2.33x | 160000 | 10.00 | 5.33x |\n"
+        "| nginx | - | 50000 | 7.00 | - | - | - | 150000 | 6.00 | 3.00x |\n"
+        "\n"
+        "![http:hello.txt scaling](scaling-http-hello.txt.svg)\n";
+    struct bench_rows rows = {0};
+    char *md;
+
+    parse_ok(CORES_CSV, &rows);
+    md = render(md_fn, &rows, &info);
+    ck_assert_msg(strstr(md, table) != NULL, "no scaling table in:\n%s", md);
+    ck_assert_ptr_nonnull(strstr(md, "Cores: k = 1,2,4 of the 5 CPUs; skipped 8: this machine "
+                                     "lets cabrank-bench use 5 CPUs  \n"));
+    /* The workload tables show the cores; the intervals get no scaling table. */
+    ck_assert_ptr_nonnull(strstr(md, "| server | config | cores | conns |"));
+    ck_assert_ptr_nonnull(strstr(md, "| cabrank | hshr | 4 | 64 | - | 160000 |"));
+    ck_assert_ptr_null(strstr(md, "### interval"));
+    /* The claims once per core count: L/F's throughput holds at 1 and 2 cores, not at 4. */
+    ck_assert_ptr_nonnull(strstr(md, "| claim | held when | 1 core | 2 cores | 4 cores |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| L/F has at least HS/HR's throughput at high load | req/s "
+                                     "lf / hshr >= 1.00 | 1.33x held | 1.14x held | 0.75x did "
+                                     "not hold |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| p50 hshr / lf >= 1.25 | 1.60x held | 1.60x held | 1.60x "
+                                     "held |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| t_conn p50 forking / prefork >= 1.00 | not measured | not "
+                                     "measured | not measured |\n"));
+    /* The claims over every core count at once would compare nothing: not written. */
+    ck_assert_ptr_null(strstr(md, "## The papers' claims\n"));
+    /* The winners name their core count (the unpinned row none). */
+    ck_assert_ptr_nonnull(strstr(md, "| http:hello.txt | cabrank lf:lifo | 64 | 999999 req/s | "
+                                     "cabrank hshr, 4 cores | 6.25x |"));
+    free(md);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* The i-th point "x,y" of the first polyline after from. */
+static void polyline_point(const char *from, int i, double *x, double *y)
+{
+    const char *p = strstr(from, "<polyline");
+
+    ck_assert_ptr_nonnull(p);
+    p = strstr(p, "points=\"");
+    ck_assert_ptr_nonnull(p);
+    p += strlen("points=\"");
+    for (int k = 0; k < i; k++) {
+        p = strchr(p, ' ');
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    ck_assert_int_eq(sscanf(p, "%lf,%lf", x, y), 2);
+}
+
+START_TEST(svg_scaling_plot_has_two_panels_and_a_line_per_model)
+{
+    struct bench_rows rows = {0};
+    struct bench_rows plain = {0};
+    double x[3];
+    double y[3];
+    double cx;
+    double cy;
+    char *svg;
+    FILE *f = tmpfile();
+
+    parse_ok(CORES_CSV, &rows);
+    svg = render(scaling_fn, &rows, "http:hello.txt");
+    check_svg(svg);
+    /* Three lines (lf:lifo, hshr, nginx), each in both panels, one legend entry each. */
+    ck_assert_uint_eq(count(svg, "<g class=\"series\">"), 3);
+    ck_assert_uint_eq(count(svg, "<polyline"), 6);
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank lf:lifo</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank hshr</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">nginx</text>"));
+    ck_assert_ptr_null(strstr(svg, "core</text>"));
+    ck_assert_ptr_nonnull(
+        strstr(svg, ">http:hello.txt: req/s and CPU per request against server cores</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "throughput (req/s)"));
+    ck_assert_ptr_nonnull(strstr(svg, "server CPU (&#181;s/request)"));
+    ck_assert_ptr_nonnull(strstr(svg, ">server cores</text>"));
+    /* The x categories, under each panel (the y ticks' labels are anchored at their end). */
+    ck_assert_uint_eq(count(svg, "text-anchor=\"middle\">1</text>"), 2);
+    ck_assert_uint_eq(count(svg, "text-anchor=\"middle\">4</text>"), 2);
+    /* lf:lifo's req/s rises left to right (y shrinks); its CPU line below, falling. */
+    for (int i = 0; i < 3; i++)
+        polyline_point(svg, i, &x[i], &y[i]);
+    ck_assert(x[0] < x[1] && x[1] < x[2]);
+    ck_assert(y[0] > y[1] && y[1] > y[2]);
+    polyline_point(strstr(svg, "<polyline") + 1, 0, &cx, &cy);
+    ck_assert(cx == x[0] && cy > y[0]);
+    polyline_point(strstr(svg, "<polyline") + 1, 2, &cx, &y[2]);
+    ck_assert(y[2] > cy);
+    free(svg);
+    /* No pinned row with req/s: nothing to plot, nothing written. */
+    ck_assert_int_eq(bench_plot_scaling_svg(f, &rows, "interval:t_conn"), -ENOENT);
+    parse_ok(HEADER "http:hello.txt,cabrank,lf:lifo,64,0,40000,,,900,,,,,0,1\n", &plain);
+    ck_assert_int_eq(bench_plot_scaling_svg(f, &plain, "http:hello.txt"), -ENOENT);
+    ck_assert_int_eq(ftell(f), 0);
+    fclose(f);
+    /* The latency plot: a series per server, config and core count (9), each labelled. */
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    check_svg(svg);
+    ck_assert_uint_eq(count(svg, "<g class=\"series\">"), 9);
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank lf:lifo (no points)</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">cabrank lf:lifo, 1 core</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">nginx, 4 cores</text>"));
+    free(svg);
+    bench_rows_fini(&plain);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(write_dir_writes_scaling_plots)
+{
+    char dir[] = "/tmp/bench-report-scaling-XXXXXX";
+    const char *const files[] = {"results.md", "plot-http-hello.txt.svg",
+                                 "plot-interval-t_conn.svg", "scaling-http-hello.txt.svg"};
+    struct bench_rows rows = {0};
+    char path[128];
+    struct stat st;
+
+    parse_ok(CORES_CSV, &rows);
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(bench_report_write_dir(dir, &rows, NULL), 0);
+    snprintf(path, sizeof(path), "%s/scaling-interval-t_conn.svg", dir);
+    ck_assert_int_eq(stat(path, &st), -1);
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+        ck_assert_msg(stat(path, &st) == 0 && st.st_size > 100, "%s", path);
+        ck_assert_int_eq(unlink(path), 0);
+    }
+    ck_assert_int_eq(rmdir(dir), 0);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
 START_TEST(write_dir_writes_markdown_and_plots)
 {
     static const char csv[] = HEADER "http:hello.txt,cabrank,lf:lifo,1,0,20000,,,50,,,,,0,1\n"
@@ -873,6 +1083,7 @@ Suite *bench_report_suite(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, csv_rows_round_trip);
     tcase_add_test(tc, csv_accepts_crlf_blank_lines_and_no_final_newline);
+    tcase_add_test(tc, csv_reads_every_format_and_cores);
     tcase_add_loop_test(tc, csv_rejects_malformed_input_with_line, 0,
                         (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
     tcase_add_test(tc, csv_rejects_nul_byte);
@@ -890,6 +1101,9 @@ Suite *bench_report_suite(void)
     tcase_add_test(tc, svg_legend_grows_the_canvas);
     tcase_add_test(tc, plot_filename_is_safe);
     tcase_add_test(tc, write_dir_writes_markdown_and_plots);
+    tcase_add_test(tc, markdown_scaling_table_and_claims_per_core_count);
+    tcase_add_test(tc, svg_scaling_plot_has_two_panels_and_a_line_per_model);
+    tcase_add_test(tc, write_dir_writes_scaling_plots);
     suite_add_tcase(s, tc);
     return s;
 }
