@@ -1,10 +1,12 @@
 /*
  * gateway.c - cabrank-gateway's core (gateway.h), its client side: the
  * front-end communication server of the Leader/Followers paper's OLTP
- * example, built as the paper's hybrid client/server. One reactor holds the
- * listener, every client connection (one-shot) and every back-end connection
- * (one-shot, registered by its hybrid cr_bound_pool: gateway_backend.c); one
- * cr_lf_pool serves it. A client handler forwards a request and waits in
+ * example, built as the paper's hybrid client/server, in handle sets: each
+ * set's reactor holds its copy of the listener (SO_REUSEPORT), its client
+ * connections (one-shot) and its back-end connections (one-shot, registered
+ * by their hybrid cr_bound_pools: gateway_backend.c); one cr_lf_pool serves
+ * the reactors, a group of threads each. A client handler forwards a request
+ * on its set's links and waits in
  * cr_bound_pool_join, which rejoins the L/F pool: while it waits, the thread
  * leads or follows and serves other clients and other replies, so no number
  * of waiting requests can starve the pool (the hybrid deadlock test).
@@ -15,7 +17,7 @@
  * destroy on the owner thread. A client is served by one thread at a time
  * (its handle is one-shot and reactivated at the end of the handler), so its
  * buffers and its bound-pool context need no lock. Owns the clients, the
- * listener, the reactor and the pool.
+ * sets (listeners, reactors, acceptors) and the pool.
  *
  * Nested waits: a thread waiting for reply A that takes a new client's
  * request B waits for B on top of A, so A's reply, once it is in, is passed
@@ -33,12 +35,15 @@
 #include <cabrank/reactor.h>
 
 #include <poll.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_LISTEN  "127.0.0.1:7000"
-#define DEFAULT_THREADS 4
+#define DEFAULT_LISTEN "127.0.0.1:7000"
+/* Threads per handle set by default: a follower covers a handler that
+ * blocks (a long write to a slow client) while the leader waits. */
+#define THREADS_PER_SET 2
 #define DEFAULT_CONNS   2
 #define MAX_CONNS       64
 /* Client input: many pipelined requests (a request frame is at most 64 bytes). */
@@ -54,6 +59,7 @@
 
 struct client {
     struct oltp_gateway *g;
+    struct gw_set *set;
     int fd;
     /* Protected by g->lock. */
     struct client *prev;
@@ -94,7 +100,7 @@ static void close_client(struct client *c)
     struct oltp_gateway *g = c->g;
 
     /* -ENOENT only for a client whose registration failed. */
-    (void)!cr_reactor_remove(g->r, c->fd);
+    (void)!cr_reactor_remove(c->set->r, c->fd);
     pthread_mutex_lock(&g->lock);
     if (c->prev != NULL)
         c->prev->next = c->next;
@@ -190,29 +196,24 @@ static int answer_forwarded(struct client *c, const struct oltp_req *req, struct
     return write_client(c, c->out, len);
 }
 
+/* forward_in_set's answer when nothing was delivered: try another set. */
+#define TRY_ELSEWHERE 1
+
 /*
- * Forwards a valid request and answers the client. A request of a session
- * goes to its back end only; another to the least loaded live one, and again
- * to another when its back end fails under it and it is idempotent. Nothing
- * was delivered when expect or send fails, so those try another link.
+ * forward's attempts on the links of set: 0 or -errno once the client is
+ * answered, TRY_ELSEWHERE when set has no usable link. pinned: the session's
+ * back end (with pin_epoch), or NULL. *failed: back ends that failed under
+ * this request, excluded in every set.
  */
-static int forward(struct client *c, const struct oltp_req *req)
+static int forward_in_set(struct client *c, const struct oltp_req *req, struct gw_set *set,
+                          struct backend *pinned, uint64_t pin_epoch, uint64_t *failed)
 {
     struct oltp_gateway *g = c->g;
     bool idempotent = oltp_req_is_idempotent(req);
     int tmo = (int)g->cfg.timeout_ms;
-    uint64_t be_excluded = 0;
+    uint64_t be_excluded = *failed;
     uint64_t link_excluded[OLTP_GATEWAY_MAX_BACKENDS] = {0};
-    struct backend *pinned = NULL;
-    uint64_t pin_epoch = 0;
 
-    if (req->session != 0) {
-        unsigned b;
-
-        if (!gateway_pin_find(g, req->session, &b, &pin_epoch))
-            return answer_local(c, req, OLTP_ST_NO_SESSION);
-        pinned = &g->bes[b];
-    }
     for (unsigned attempt = 0; attempt < g->nbes * g->nlinks + g->nbes; attempt++) {
         struct backend *be = pinned != NULL ? pinned : gateway_pick_backend(g, be_excluded);
         struct oltp_req fwd = *req;
@@ -229,7 +230,7 @@ static int forward(struct client *c, const struct oltp_req *req)
             gateway_pin_remove(g, req->session);
             return answer_local(c, req, OLTP_ST_NO_SESSION);
         }
-        l = gateway_pick_link(be, link_excluded[be->idx]);
+        l = gateway_pick_link(be, set, link_excluded[be->idx]);
         if (l == NULL) {
             if (pinned != NULL)
                 break;
@@ -263,11 +264,46 @@ static int forward(struct client *c, const struct oltp_req *req)
                    strerror((int)-got));
             return answer_local(c, req, idempotent ? OLTP_ST_UNAVAILABLE : OLTP_ST_IN_DOUBT);
         }
-        /* The connection failed under an idempotent request: elsewhere. */
+        /* The connection failed under an idempotent request: elsewhere, but
+         * a session's back end has lost it. */
         if (pinned != NULL)
-            break;
+            return answer_local(c, req, OLTP_ST_NO_SESSION);
         count(&g->retried);
         be_excluded |= 1ULL << be->idx;
+        *failed |= 1ULL << be->idx;
+    }
+    return TRY_ELSEWHERE;
+}
+
+/*
+ * Forwards a valid request and answers the client. A request of a session
+ * goes to its back end only; another to the least loaded live one, and again
+ * to another when its back end fails under it and it is idempotent. Nothing
+ * was delivered when expect or send fails, so those try another link. The
+ * client's own set's links first; another set's only when its own set has no
+ * live link to a back end that could take the request (links of one set
+ * reconnect on their own, so a session's back end may be up elsewhere).
+ */
+static int forward(struct client *c, const struct oltp_req *req)
+{
+    struct oltp_gateway *g = c->g;
+    struct backend *pinned = NULL;
+    uint64_t pin_epoch = 0;
+    uint64_t failed = 0;
+
+    if (req->session != 0) {
+        unsigned b;
+
+        if (!gateway_pin_find(g, req->session, &b, &pin_epoch))
+            return answer_local(c, req, OLTP_ST_NO_SESSION);
+        pinned = &g->bes[b];
+    }
+    for (unsigned k = 0; k < g->nsets; k++) {
+        struct gw_set *set = &g->sets[(c->set->idx + k) % g->nsets];
+        int rc = forward_in_set(c, req, set, pinned, pin_epoch, &failed);
+
+        if (rc != TRY_ELSEWHERE)
+            return rc;
     }
     if (pinned != NULL)
         return answer_local(c, req, OLTP_ST_NO_SESSION);
@@ -290,6 +326,7 @@ static int serve_frame(struct client *c, const uint8_t *buf, size_t len, size_t 
         return (int)n;
     *used = (size_t)n;
     count(&c->g->requests);
+    count(&c->set->requests);
     if (status == OLTP_ST_OK)
         status = oltp_req_check(&req);
     if (status != OLTP_ST_OK)
@@ -364,7 +401,8 @@ static void on_client(struct cr_reactor *r, int fd, unsigned events, void *arg)
 
 static void on_accept(struct cr_acceptor *a, int fd, void *arg)
 {
-    struct oltp_gateway *g = arg;
+    struct gw_set *set = arg;
+    struct oltp_gateway *g = set->g;
     struct client *c = malloc(sizeof(*c));
     int err;
 
@@ -374,6 +412,7 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
         return;
     }
     c->g = g;
+    c->set = set;
     c->fd = fd;
     c->in_len = 0;
     c->prev = NULL;
@@ -390,11 +429,142 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
     g->clients = c;
     pthread_mutex_unlock(&g->lock);
     count(&g->accepted);
-    err = cr_reactor_add(g->r, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_client, c);
+    count(&set->accepted);
+    err = cr_reactor_add(set->r, fd, CR_EV_READ, CR_REACTOR_ONESHOT, on_client, c);
     if (err < 0) {
         CR_LOG(CR_LOG_ERROR, "client fd %d: %s", fd, strerror(-err));
         close_client(c);
     }
+}
+
+/* ------------------------------------------------------------------ sets */
+
+/* The CPUs of the affinity mask, at least 1. Until cr_cpu_usable (cpu.h,
+ * which also bounds it by cgroup cpu.max) is on main. */
+static unsigned usable_cpus(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) < 0 || CPU_COUNT(&set) < 1)
+        return 1;
+    return (unsigned)CPU_COUNT(&set);
+}
+
+/*
+ * Resolves cfg's handle sets and threads (0: auto, gateway.h) in place.
+ * -EINVAL for more sets than OLTP_GATEWAY_MAX_SETS or fewer threads than
+ * sets (a set without a thread would never be served).
+ */
+static int size_sets(struct oltp_gateway_config *cfg)
+{
+    unsigned n = cfg->groups;
+
+    if (n == 0) {
+        n = cfg->threads != 0 ? cfg->threads / THREADS_PER_SET : usable_cpus();
+        if (n == 0)
+            n = 1;
+        if (n > OLTP_GATEWAY_MAX_SETS)
+            n = OLTP_GATEWAY_MAX_SETS;
+    }
+    if (n > OLTP_GATEWAY_MAX_SETS)
+        return -EINVAL;
+    if (cfg->threads == 0)
+        cfg->threads = n * THREADS_PER_SET;
+    if (cfg->threads < n)
+        return -EINVAL;
+    cfg->groups = n;
+    return 0;
+}
+
+/*
+ * Opens set 0's listener on the configured address (SO_REUSEPORT when more
+ * sets follow) and the other sets' copies on the address it got, so that
+ * port 0 works (as src/server.c's open_group_copies does).
+ */
+static int open_listeners(struct oltp_gateway *g)
+{
+    struct cr_listener_config lcfg = {.address = g->cfg.listen, .reuseport = g->nsets > 1};
+    int err = cr_listener_open(&g->sets[0].listen_fd, &lcfg);
+
+    if (err < 0)
+        return err;
+    g->port = cr_listener_port(g->sets[0].listen_fd);
+    if (g->port < 0)
+        return g->port;
+    err = cr_listener_address(g->sets[0].listen_fd, g->address, sizeof(g->address));
+    lcfg.address = g->address;
+    for (unsigned i = 1; i < g->nsets && err == 0; i++)
+        err = cr_listener_open(&g->sets[i].listen_fd, &lcfg);
+    return err;
+}
+
+/* Each set's listener, reactor and (paused) acceptor, the pool over the
+ * reactors, and the back ends' links. */
+static int open_sets(struct oltp_gateway *g, const char *const *backends)
+{
+    struct cr_lf_pool_config pcfg = {0};
+    int err;
+
+    g->sets = calloc(g->nsets, sizeof(*g->sets));
+    g->reactors = calloc(g->nsets, sizeof(*g->reactors));
+    if (g->sets == NULL || g->reactors == NULL)
+        return -ENOMEM;
+    for (unsigned i = 0; i < g->nsets; i++) {
+        g->sets[i].g = g;
+        g->sets[i].idx = i;
+        g->sets[i].listen_fd = -1;
+    }
+    err = open_listeners(g);
+    for (unsigned i = 0; i < g->nsets && err == 0; i++) {
+        err = cr_reactor_create(&g->sets[i].r, NULL);
+        g->reactors[i] = g->sets[i].r;
+    }
+    if (err < 0)
+        return err;
+    pcfg.threads = g->cfg.threads;
+    /* NULL: the pool's default, lifo (docs/design/oltp.md says why not
+     * fifo, though fifo would mean fewer nested waits). Threads are split
+     * evenly over the reactors, a group each. */
+    pcfg.promotion = g->cfg.promotion;
+    pcfg.reactors = g->reactors;
+    pcfg.nreactors = g->nsets;
+    err = cr_lf_pool_create(&g->lf, &pcfg);
+    if (err < 0)
+        return err;
+    g->bes = calloc(g->nbes, sizeof(*g->bes));
+    if (g->bes == NULL)
+        return -ENOMEM;
+    for (unsigned i = 0; i < g->nbes && err == 0; i++)
+        err = gateway_backend_init(g, &g->bes[i], i, backends[i]);
+    for (unsigned i = 0; i < g->nsets && err == 0; i++) {
+        struct cr_acceptor_config acfg = {.listen_fd = g->sets[i].listen_fd};
+
+        err = cr_acceptor_create(&g->sets[i].acc, g->sets[i].r, &acfg, on_accept, &g->sets[i]);
+        /* Nothing is served before start. */
+        if (err == 0)
+            cr_acceptor_pause(g->sets[i].acc);
+    }
+    return err;
+}
+
+/* Frees what open_sets made, as far as it got. */
+static void close_sets(struct oltp_gateway *g)
+{
+    for (unsigned i = 0; g->sets != NULL && i < g->nsets; i++)
+        cr_acceptor_destroy(g->sets[i].acc);
+    while (g->clients != NULL)
+        close_client(g->clients);
+    for (unsigned i = 0; g->bes != NULL && i < g->nbes; i++)
+        gateway_backend_fini(&g->bes[i]);
+    free(g->bes);
+    cr_lf_pool_destroy(g->lf);
+    for (unsigned i = 0; g->sets != NULL && i < g->nsets; i++) {
+        cr_reactor_destroy(g->sets[i].r);
+        if (g->sets[i].listen_fd >= 0)
+            close(g->sets[i].listen_fd);
+    }
+    free(g->reactors);
+    free(g->sets);
 }
 
 /* ------------------------------------------------------------------ public */
@@ -402,9 +572,6 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
 int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_config *cfg)
 {
     struct oltp_gateway *g;
-    struct cr_listener_config lcfg = {0};
-    struct cr_lf_pool_config pcfg = {.nreactors = 1};
-    struct cr_acceptor_config acfg = {0};
     int err;
 
     if (cfg->nbackends == 0 || cfg->nbackends > OLTP_GATEWAY_MAX_BACKENDS ||
@@ -413,12 +580,12 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
     g = calloc(1, sizeof(*g));
     if (g == NULL)
         return -ENOMEM;
-    g->listen_fd = -1;
     g->cfg = *cfg;
+    err = size_sets(&g->cfg);
+    if (err < 0)
+        goto out_free;
     if (g->cfg.listen == NULL)
         g->cfg.listen = DEFAULT_LISTEN;
-    if (g->cfg.threads == 0)
-        g->cfg.threads = DEFAULT_THREADS;
     if (g->cfg.connections == 0)
         g->cfg.connections = DEFAULT_CONNS;
     if (g->cfg.health_interval_ms == 0)
@@ -436,6 +603,7 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
     if (g->cfg.session_idle_ms == 0)
         g->cfg.session_idle_ms = 600000;
     g->cfg.backends = NULL; /* borrowed only during create */
+    g->nsets = g->cfg.groups;
     g->nbes = cfg->nbackends;
     g->nlinks = g->cfg.connections;
     err = -pthread_mutex_init(&g->lock, NULL);
@@ -447,60 +615,14 @@ int oltp_gateway_create(struct oltp_gateway **out, const struct oltp_gateway_con
     err = gateway_pins_init(g);
     if (err < 0)
         goto out_cond;
-
-    lcfg.address = g->cfg.listen;
-    err = cr_listener_open(&g->listen_fd, &lcfg);
+    err = open_sets(g, cfg->backends);
     if (err < 0)
-        goto out_pins;
-    g->port = cr_listener_port(g->listen_fd);
-    if (g->port < 0) {
-        err = g->port;
-        goto out_listen;
-    }
-    err = cr_listener_address(g->listen_fd, g->address, sizeof(g->address));
-    if (err < 0)
-        goto out_listen;
-    err = cr_reactor_create(&g->r, NULL);
-    if (err < 0)
-        goto out_listen;
-    pcfg.threads = g->cfg.threads;
-    /* NULL: the pool's default, lifo (docs/design/oltp.md says why not
-     * fifo, though fifo would mean fewer nested waits). */
-    pcfg.promotion = g->cfg.promotion;
-    pcfg.reactors = &g->r;
-    err = cr_lf_pool_create(&g->lf, &pcfg);
-    if (err < 0)
-        goto out_reactor;
-    g->bes = calloc(g->nbes, sizeof(*g->bes));
-    if (g->bes == NULL) {
-        err = -ENOMEM;
-        goto out_pool;
-    }
-    for (unsigned i = 0; i < g->nbes; i++) {
-        err = gateway_backend_init(g, &g->bes[i], i, cfg->backends[i]);
-        if (err < 0)
-            goto out_backends;
-    }
-    acfg.listen_fd = g->listen_fd;
-    err = cr_acceptor_create(&g->acc, g->r, &acfg, on_accept, g);
-    if (err < 0)
-        goto out_backends;
-    /* Nothing is served before start. */
-    cr_acceptor_pause(g->acc);
+        goto out_sets;
     *out = g;
     return 0;
 
-out_backends:
-    for (unsigned i = 0; i < g->nbes; i++)
-        gateway_backend_fini(&g->bes[i]);
-    free(g->bes);
-out_pool:
-    cr_lf_pool_destroy(g->lf);
-out_reactor:
-    cr_reactor_destroy(g->r);
-out_listen:
-    close(g->listen_fd);
-out_pins:
+out_sets:
+    close_sets(g);
     gateway_pins_fini(g);
 out_cond:
     pthread_cond_destroy(&g->idle);
@@ -520,7 +642,8 @@ int oltp_gateway_start(struct oltp_gateway *g)
     if (err < 0)
         return err;
     g->started = true;
-    cr_acceptor_resume(g->acc);
+    for (unsigned i = 0; i < g->nsets; i++)
+        cr_acceptor_resume(g->sets[i].acc);
     return 0;
 }
 
@@ -541,7 +664,8 @@ int oltp_gateway_stop(struct oltp_gateway *g, int drain_ms)
 
     if (!g->started)
         return 0;
-    cr_acceptor_pause(g->acc);
+    for (unsigned i = 0; i < g->nsets; i++)
+        cr_acceptor_pause(g->sets[i].acc);
     /* Pairs with is_stopping: handlers that start from now on close their
      * client, timers stop re-arming. */
     __atomic_store_n(&g->stopping, 1, __ATOMIC_RELEASE);
@@ -568,16 +692,8 @@ void oltp_gateway_destroy(struct oltp_gateway *g)
 {
     if (g == NULL)
         return;
-    cr_acceptor_destroy(g->acc);
-    while (g->clients != NULL)
-        close_client(g->clients);
-    for (unsigned i = 0; i < g->nbes; i++)
-        gateway_backend_fini(&g->bes[i]);
-    free(g->bes);
+    close_sets(g);
     gateway_pins_fini(g);
-    cr_lf_pool_destroy(g->lf);
-    cr_reactor_destroy(g->r);
-    close(g->listen_fd);
     pthread_cond_destroy(&g->idle);
     pthread_mutex_destroy(&g->lock);
     free(g);
@@ -594,6 +710,18 @@ void oltp_gateway_stats(struct oltp_gateway *g, struct oltp_gateway_stats *out)
     out->in_doubt = __atomic_load_n(&g->in_doubt, __ATOMIC_RELAXED);
     out->unavailable = __atomic_load_n(&g->unavailable, __ATOMIC_RELAXED);
     out->sessions = gateway_pins_count(g);
+    out->threads = g->cfg.threads;
+    out->nsets = g->nsets;
+    for (unsigned i = 0; i < g->nsets; i++) {
+        const struct gw_set *set = &g->sets[i];
+        struct oltp_gateway_set_stats *s = &out->sets[i];
+
+        /* The pool's split: thread slot t is in group t % nsets. */
+        s->threads = g->cfg.threads / g->nsets + (i < g->cfg.threads % g->nsets ? 1 : 0);
+        s->links_up = gateway_set_links_up(g, set);
+        s->accepted = __atomic_load_n(&set->accepted, __ATOMIC_RELAXED);
+        s->requests = __atomic_load_n(&set->requests, __ATOMIC_RELAXED);
+    }
     out->nbackends = g->nbes;
     for (unsigned i = 0; i < g->nbes; i++) {
         struct backend *be = &g->bes[i];

@@ -8,6 +8,12 @@
  * reply by serving other events meanwhile (new clients, other replies), so
  * the gateway never deadlocks when every thread waits.
  *
+ * Handle sets: by default one per usable CPU, each with its own SO_REUSEPORT
+ * copy of the listener, its own connections to every back end and its own
+ * group of threads (two by default, so a follower covers a handler that
+ * blocks); the kernel spreads client connections over the sets, and a
+ * request is forwarded and answered on its set's connections.
+ *
  * Routing: a new request goes to the live back end with the fewest
  * outstanding requests; a request of a session goes to the back end that
  * began the session. Health: a PING on every connection each health interval
@@ -31,6 +37,8 @@
 
 /* Back ends one gateway forwards to, at most. */
 #define OLTP_GATEWAY_MAX_BACKENDS 64
+/* Handle sets, at most (an automatic count is capped there). */
+#define OLTP_GATEWAY_MAX_SETS 256
 
 struct oltp_gateway;
 
@@ -38,9 +46,12 @@ struct oltp_gateway_config {
     const char *listen;          /* numeric address; NULL = "127.0.0.1:7000" */
     const char *const *backends; /* borrowed: "127.0.0.1:7100"... (numeric) */
     unsigned nbackends;          /* 1..OLTP_GATEWAY_MAX_BACKENDS */
-    unsigned threads;            /* pool threads; 0 = 4 */
+    /* Handle sets; 0 = auto: threads / 2 (at least 1) when threads is set,
+     * else one per usable CPU (the affinity mask's). */
+    unsigned groups;
+    unsigned threads;            /* pool threads, split over the sets; 0 = 2 per set */
     const char *promotion;       /* the pool's promotion order; NULL = lifo */
-    unsigned connections;        /* multiplexed connections per back end; 0 = 2 */
+    unsigned connections;        /* per back end and handle set; 0 = 2 */
     uint64_t health_interval_ms; /* 0 = 1000 */
     uint64_t health_timeout_ms;  /* a PING unanswered this long fails; 0 = 2 x interval */
     uint64_t timeout_ms;         /* per forwarded request; 0 = 10000 */
@@ -51,12 +62,19 @@ struct oltp_gateway_config {
 
 struct oltp_gateway_backend_stats {
     bool live;            /* at least one connection is up */
-    unsigned connections; /* connections up now */
+    unsigned connections; /* connections up now, every set's */
     unsigned outstanding; /* requests in flight now */
     uint64_t forwarded;   /* requests sent to it (retries included) */
     uint64_t failures;    /* connections that failed */
     uint64_t reconnects;  /* connections made again after a failure */
     uint64_t epoch;       /* times it went down (all connections lost) */
+};
+
+struct oltp_gateway_set_stats {
+    unsigned threads;  /* pool threads serving the set */
+    unsigned links_up; /* its connections to back ends up now */
+    uint64_t accepted; /* client connections it accepted */
+    uint64_t requests; /* client requests it read */
 };
 
 struct oltp_gateway_stats {
@@ -68,13 +86,17 @@ struct oltp_gateway_stats {
     uint64_t in_doubt;    /* OLTP_ST_IN_DOUBT answers */
     uint64_t unavailable; /* OLTP_ST_UNAVAILABLE answers */
     unsigned sessions;    /* sessions pinned now */
+    unsigned threads;     /* pool threads, every set's */
+    unsigned nsets;
+    struct oltp_gateway_set_stats sets[OLTP_GATEWAY_MAX_SETS];
     unsigned nbackends;
     struct oltp_gateway_backend_stats backends[OLTP_GATEWAY_MAX_BACKENDS];
 };
 
 /*
- * Creates a gateway: opens the listening socket and the pool, nothing runs
- * yet. *out returns owned. -EINVAL for a bad configuration or address,
+ * Creates a gateway: opens the listening sockets (one per handle set) and the
+ * pool, nothing runs yet. *out returns owned. -EINVAL for a bad configuration
+ * (threads fewer than groups, groups over OLTP_GATEWAY_MAX_SETS) or address,
  * -ENOMEM, -errno of socket/bind/listen. Owner thread only.
  */
 CR_MUST_CHECK int oltp_gateway_create(struct oltp_gateway **out,

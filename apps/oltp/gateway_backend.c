@@ -1,9 +1,11 @@
 /*
  * gateway_backend.c - cabrank-gateway's back-end links (gateway_internal.h):
- * a few multiplexed connections per back end, each a hybrid cr_bound_pool
- * served by the gateway's cr_lf_pool; connecting them (start, then the
- * reconnect timer with exponential back-off after a failure), the health
- * rounds (a PING on every live link each interval, a silent link failed),
+ * a few multiplexed connections per back end and handle set, each a hybrid
+ * cr_bound_pool registered in its set's reactor and served by that set's
+ * threads of the gateway's cr_lf_pool; connecting them (start, then the
+ * reconnect timer, on the link's set, with exponential back-off after a
+ * failure), the health rounds (one per set, on its reactor: a PING on each
+ * of its live links each interval, a silent link failed),
  * the epochs that end a down back end's sessions, and the routing hints
  * (the least loaded live back end and link) that gateway.c's forward uses.
  *
@@ -84,9 +86,10 @@ static void schedule_reconnect(struct link *l, unsigned delay_ms)
 
     if (gateway_is_stopping(g))
         return;
-    err = cr_reactor_timer_add(g->r, delay_ms, on_reconnect, l, NULL);
+    err = cr_reactor_timer_add(l->set->r, delay_ms, on_reconnect, l, NULL);
     if (err < 0)
-        CR_LOG(CR_LOG_ERROR, "backend %s: no reconnect timer: %s", l->be->addr, strerror(-err));
+        CR_LOG(CR_LOG_ERROR, "backend %s: set %u: no reconnect timer: %s", l->be->addr, l->set->idx,
+               strerror(-err));
 }
 
 /* Connects link l and attaches it; 0 or -errno (l stays down). */
@@ -113,7 +116,7 @@ static int bring_up(struct link *l)
         close(fd);
         return err;
     }
-    CR_LOG(CR_LOG_INFO, "backend %s: connection %u up", be->addr, l->idx);
+    CR_LOG(CR_LOG_INFO, "backend %s: set %u connection %u up", be->addr, l->set->idx, l->idx);
     return 0;
 }
 
@@ -164,8 +167,8 @@ static void on_link_fail(struct cr_bound_pool *p, int err, void *arg)
     l->backoff_ms = be->g->cfg.backoff_min_ms;
     pthread_mutex_unlock(&be->lock);
     __atomic_add_fetch(&be->failures, 1, __ATOMIC_RELAXED);
-    CR_LOG(CR_LOG_WARN, "backend %s: connection %u failed: %s%s", be->addr, l->idx, strerror(-err),
-           down ? "; backend down" : "");
+    CR_LOG(CR_LOG_WARN, "backend %s: set %u connection %u failed: %s%s", be->addr, l->set->idx,
+           l->idx, strerror(-err), down ? "; backend down" : "");
     schedule_reconnect(l, l->backoff_ms);
 }
 
@@ -209,13 +212,13 @@ struct backend *gateway_pick_backend(struct oltp_gateway *g, uint64_t excluded)
     return best;
 }
 
-struct link *gateway_pick_link(struct backend *be, uint64_t excluded)
+struct link *gateway_pick_link(struct backend *be, const struct gw_set *set, uint64_t excluded)
 {
     struct link *best = NULL;
     unsigned best_out = 0;
 
     for (unsigned i = 0; i < be->g->nlinks; i++) {
-        struct link *l = &be->links[i];
+        struct link *l = gateway_link(be, set, i);
         unsigned out;
 
         if ((excluded >> i & 1) != 0 || !__atomic_load_n(&l->up, __ATOMIC_RELAXED))
@@ -227,6 +230,17 @@ struct link *gateway_pick_link(struct backend *be, uint64_t excluded)
         }
     }
     return best;
+}
+
+unsigned gateway_set_links_up(struct oltp_gateway *g, const struct gw_set *set)
+{
+    unsigned n = 0;
+
+    for (unsigned b = 0; b < g->nbes; b++) {
+        for (unsigned i = 0; i < g->nlinks; i++)
+            n += __atomic_load_n(&gateway_link(&g->bes[b], set, i)->up, __ATOMIC_RELAXED) ? 1 : 0;
+    }
+    return n;
 }
 
 void gateway_link_account(struct link *l, int delta)
@@ -244,25 +258,28 @@ void gateway_link_account(struct link *l, int delta)
 
 static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg);
 
-static void schedule_health(struct oltp_gateway *g)
+static void schedule_health(struct gw_set *set)
 {
+    struct oltp_gateway *g = set->g;
     int err;
 
     if (gateway_is_stopping(g))
         return;
-    err = cr_reactor_timer_add(g->r, g->cfg.health_interval_ms, on_health, g, NULL);
+    err = cr_reactor_timer_add(set->r, g->cfg.health_interval_ms, on_health, set, NULL);
     if (err < 0)
-        CR_LOG(CR_LOG_ERROR, "no health timer: %s", strerror(-err));
+        CR_LOG(CR_LOG_ERROR, "set %u: no health timer: %s", set->idx, strerror(-err));
 }
 
 /*
- * One health round, on a pool thread: a PING on every live link at once,
- * then the answers; a link silent for health_timeout_ms is failed (its
- * requests in flight fail over). The joins serve the pool meanwhile.
+ * One health round of a set, on one of its threads: a PING on each of its
+ * live links at once, then the answers; a link silent for health_timeout_ms
+ * is failed (its requests in flight fail over). The joins serve the pool
+ * meanwhile. Set 0's round also sweeps the gateway's pins.
  */
 static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
 {
-    struct oltp_gateway *g = arg;
+    struct gw_set *set = arg;
+    struct oltp_gateway *g = set->g;
     uint64_t deadline = cr_clock_now_ns() + g->cfg.health_timeout_ms * 1000000ULL;
     int tmo = (int)g->cfg.health_timeout_ms;
 
@@ -272,7 +289,7 @@ static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
         return;
     for (unsigned b = 0; b < g->nbes; b++) {
         for (unsigned i = 0; i < g->nlinks; i++) {
-            struct link *l = &g->bes[b].links[i];
+            struct link *l = gateway_link(&g->bes[b], set, i);
             struct oltp_req ping = {.op = OLTP_OP_PING};
             uint8_t frame[OLTP_HEADER_SIZE];
             size_t n;
@@ -293,7 +310,7 @@ static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
     }
     for (unsigned b = 0; b < g->nbes; b++) {
         for (unsigned i = 0; i < g->nlinks; i++) {
-            struct link *l = &g->bes[b].links[i];
+            struct link *l = gateway_link(&g->bes[b], set, i);
             uint64_t now = cr_clock_now_ns();
             int left = now >= deadline ? 0 : (int)((deadline - now) / 1000000ULL);
             ssize_t rc;
@@ -303,14 +320,15 @@ static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
             l->hpending = false;
             rc = cr_bound_pool_join(l->bp, &l->hctx, left);
             if (rc == -ETIMEDOUT) {
-                CR_LOG(CR_LOG_WARN, "backend %s: connection %u: no PING reply in %llu ms",
-                       g->bes[b].addr, i, (unsigned long long)g->cfg.health_timeout_ms);
+                CR_LOG(CR_LOG_WARN, "backend %s: set %u connection %u: no PING reply in %llu ms",
+                       g->bes[b].addr, set->idx, i, (unsigned long long)g->cfg.health_timeout_ms);
                 cr_bound_pool_fail(l->bp, -ETIMEDOUT);
             }
         }
     }
-    gateway_pins_sweep(g);
-    schedule_health(g);
+    if (set->idx == 0)
+        gateway_pins_sweep(g);
+    schedule_health(set);
 }
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -330,22 +348,24 @@ int gateway_backend_init(struct oltp_gateway *g, struct backend *be, unsigned id
     err = -pthread_mutex_init(&be->lock, NULL);
     if (err < 0)
         return err;
-    be->links = calloc(g->nlinks, sizeof(*be->links));
+    be->links = calloc((size_t)g->nsets * g->nlinks, sizeof(*be->links));
     if (be->links == NULL)
         return -ENOMEM;
-    for (unsigned i = 0; i < g->nlinks; i++) {
-        struct link *l = &be->links[i];
+    for (unsigned k = 0; k < g->nsets * g->nlinks; k++) {
+        struct link *l = &be->links[k];
+        struct gw_set *set = &g->sets[k / g->nlinks];
         struct cr_bound_pool_config bcfg = {
             .decode = decode_reply,
             .read_buffer = 4 * OLTP_MAX_FRAME,
             .lf = g->lf,
-            .reactor = g->r,
+            .reactor = set->r,
             .on_fail = on_link_fail,
             .fail_arg = l,
         };
 
         l->be = be;
-        l->idx = i;
+        l->set = set;
+        l->idx = k % g->nlinks;
         l->backoff_ms = g->cfg.backoff_min_ms;
         err = cr_bound_ctx_init(&l->hctx);
         if (err < 0)
@@ -362,9 +382,9 @@ void gateway_backend_fini(struct backend *be)
     if (be->g == NULL)
         return;
     if (be->links != NULL) {
-        for (unsigned i = 0; i < be->g->nlinks; i++) {
-            cr_bound_pool_destroy(be->links[i].bp);
-            cr_bound_ctx_fini(&be->links[i].hctx);
+        for (unsigned k = 0; k < be->g->nsets * be->g->nlinks; k++) {
+            cr_bound_pool_destroy(be->links[k].bp);
+            cr_bound_ctx_fini(&be->links[k].hctx);
         }
         free(be->links);
     }
@@ -374,16 +394,17 @@ void gateway_backend_fini(struct backend *be)
 void gateway_backends_connect(struct oltp_gateway *g)
 {
     for (unsigned b = 0; b < g->nbes; b++) {
-        for (unsigned i = 0; i < g->nlinks; i++) {
-            struct link *l = &g->bes[b].links[i];
+        for (unsigned k = 0; k < g->nsets * g->nlinks; k++) {
+            struct link *l = &g->bes[b].links[k];
             int err = bring_up(l);
 
             if (err < 0) {
-                CR_LOG(CR_LOG_WARN, "backend %s: connect: %s (retrying)", g->bes[b].addr,
-                       strerror(-err));
+                CR_LOG(CR_LOG_WARN, "backend %s: set %u connect: %s (retrying)", g->bes[b].addr,
+                       l->set->idx, strerror(-err));
                 schedule_reconnect(l, l->backoff_ms);
             }
         }
     }
-    schedule_health(g);
+    for (unsigned i = 0; i < g->nsets; i++)
+        schedule_health(&g->sets[i]);
 }

@@ -1,9 +1,17 @@
 /*
  * gateway_internal.h - what the three files of cabrank-gateway's core share:
- * gateway.c (the client side: accept, read, forward, answer; create, start,
- * stop, destroy, stats), gateway_backend.c (the back-end links: connect,
- * health, reconnect, and the routing that picks a live link) and
- * gateway_pins.c (sessions pinned to the back end that began them).
+ * gateway.c (the client side: the handle sets, accept, read, forward,
+ * answer; create, start, stop, destroy, stats), gateway_backend.c (the
+ * back-end links: connect, health, reconnect, and the routing that picks a
+ * live link) and gateway_pins.c (sessions pinned to the back end that began
+ * them).
+ *
+ * Handle sets: the gateway serves `nsets` sets, each a reactor with its own
+ * SO_REUSEPORT copy of the client listener, its acceptor, its own links to
+ * every back end (`nlinks` each) and its group of the pool's threads. A
+ * request is forwarded on the links of its client's set; another set's links
+ * are tried only when its own set has none live to a usable back end.
+ * Pins, back ends' epochs and counters are the gateway's, across sets.
  *
  * Threads: create, start, stop and destroy run on the owner thread; the
  * rest on the gateway's pool threads. Lock order: backend.lock, then a bound
@@ -26,11 +34,26 @@
 
 struct backend;
 struct client;
+struct oltp_gateway;
 
-/* One multiplexed connection to a back end. */
+/* One handle set: its reactor, listener copy and acceptor (gateway.c). */
+struct gw_set {
+    struct oltp_gateway *g;
+    unsigned idx;
+    /* Immutable after create. */
+    int listen_fd;
+    struct cr_reactor *r;
+    struct cr_acceptor *acc;
+    /* Atomic, relaxed: counters. */
+    uint64_t accepted;
+    uint64_t requests;
+};
+
+/* One multiplexed connection of a set to a back end. */
 struct link {
     struct backend *be;
-    unsigned idx;
+    struct gw_set *set;
+    unsigned idx; /* within its set: 0..nlinks-1 */
     struct cr_bound_pool *bp;
     /* Written under be->lock; read relaxed as a routing hint (the pool
      * itself refuses a dead connection with an error). */
@@ -54,10 +77,10 @@ struct backend {
     char addr[64];
     struct sockaddr_storage ss;
     socklen_t sslen;
-    struct link *links;
+    struct link *links; /* nsets * nlinks, set-major: gateway_link(be, set, i) */
     pthread_mutex_t lock;
     /* Protected by lock; read relaxed by the router. */
-    unsigned up;    /* links up */
+    unsigned up;    /* links up, every set's */
     uint64_t epoch; /* bumped each time up falls to 0: sessions of before are gone */
     /* Atomic, relaxed: counters and the load-balancing figure. */
     unsigned outstanding;
@@ -69,15 +92,15 @@ struct backend {
 struct oltp_gateway {
     /* Immutable after create. */
     struct oltp_gateway_config cfg;
-    int listen_fd;
     int port;
     char address[64];
-    struct cr_reactor *r;
+    struct gw_set *sets;
+    struct cr_reactor **reactors; /* the sets', for the pool */
+    unsigned nsets;
     struct cr_lf_pool *lf;
-    struct cr_acceptor *acc;
     struct backend *bes;
     unsigned nbes;
-    unsigned nlinks; /* per back end */
+    unsigned nlinks; /* per back end and set */
     bool started;
     pthread_mutex_t lock;
     pthread_cond_t idle;
@@ -99,6 +122,12 @@ struct oltp_gateway {
     uint64_t unavailable;
 };
 
+/* Link i of set within be. */
+static inline struct link *gateway_link(struct backend *be, const struct gw_set *set, unsigned i)
+{
+    return &be->links[set->idx * be->g->nlinks + i];
+}
+
 static inline bool gateway_is_stopping(struct oltp_gateway *g)
 {
     /* Pairs with the release store in oltp_gateway_stop. */
@@ -107,8 +136,8 @@ static inline bool gateway_is_stopping(struct oltp_gateway *g)
 
 /* ------------------------------------------------------- gateway_backend.c */
 
-/* Sets up back end idx at addr ("host:port", numeric) and its links' bound
- * pools, nothing connected. 0, -EINVAL or -errno; fini_backend undoes a
+/* Sets up back end idx at addr ("host:port", numeric) and the bound pools
+ * of its links, nlinks per set, nothing connected. 0, -EINVAL or -errno; fini_backend undoes a
  * partial one. Owner thread only, before start. */
 int gateway_backend_init(struct oltp_gateway *g, struct backend *be, unsigned idx,
                          const char *addr);
@@ -117,8 +146,9 @@ int gateway_backend_init(struct oltp_gateway *g, struct backend *be, unsigned id
  * thread only, after stop. */
 void gateway_backend_fini(struct backend *be);
 
-/* Connects every link (one that fails retries in the background) and starts
- * the health rounds. Owner thread only, at start. */
+/* Connects every link of every set (one that fails retries in the
+ * background) and starts each set's health rounds. Owner thread only, at
+ * start. */
 void gateway_backends_connect(struct oltp_gateway *g);
 
 /* Whether be has a link up (a relaxed read: a routing hint). Thread-safe. */
@@ -128,9 +158,12 @@ bool gateway_backend_is_up(const struct backend *be);
  * flight (the lowest index on a tie), or NULL. Thread-safe. */
 struct backend *gateway_pick_backend(struct oltp_gateway *g, uint64_t excluded);
 
-/* be's live link outside excluded with the fewest requests in flight, or
- * NULL. Thread-safe. */
-struct link *gateway_pick_link(struct backend *be, uint64_t excluded);
+/* be's live link of set outside excluded (bits: link indexes within the
+ * set) with the fewest requests in flight, or NULL. Thread-safe. */
+struct link *gateway_pick_link(struct backend *be, const struct gw_set *set, uint64_t excluded);
+
+/* Links of set up now, to every back end (a relaxed count). Thread-safe. */
+unsigned gateway_set_links_up(struct oltp_gateway *g, const struct gw_set *set);
 
 /* Counts a request into (delta +1) or out of (-1) l and its back end. Thread-safe. */
 void gateway_link_account(struct link *l, int delta);

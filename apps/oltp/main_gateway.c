@@ -5,13 +5,15 @@
  * answered first). Runs on the main thread; the pool threads are the
  * gateway's.
  *
- * The gateway is not a cr_server: it runs its own cr_lf_pool, whose reactor
- * also carries the back-end connections of its hybrid bound pools and their
- * timers, which no concurrency model of cr_server offers. So the main thread
- * waits for signals itself with sigtimedwait, as cr_server_run does.
+ * The gateway is not a cr_server: it runs its own cr_lf_pool, whose reactors
+ * (one per handle set, --groups) also carry the back-end connections of its
+ * hybrid bound pools and their timers, which no concurrency model of
+ * cr_server offers. So the main thread waits for signals itself with
+ * sigtimedwait, as cr_server_run does.
  *
  * Once serving it prints "listening on ADDR:PORT" to stdout, the bound
- * address (tests bind 127.0.0.1 port 0 and read it). A bad flag is one line on stderr and exit
+ * address (tests bind 127.0.0.1 port 0 and read it), and logs "serving with
+ * N handle sets, M threads". A bad flag is one line on stderr and exit
  * status 2.
  */
 #include <cabrank/lf_pool.h>
@@ -22,6 +24,7 @@
 #include "../common/options.h"
 #include "gateway.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -50,11 +53,16 @@ static const struct opts_def opt_defs[] = {
     {OPTS_DEF_SPECIAL("listen", "ADDR", "address to serve (default " DEFAULT_LISTEN ")")},
     {OPTS_DEF_SPECIAL("backend", "ADDR",
                       "a cabrank-ledger to forward to, repeatable, at least one")},
-    {OPTS_DEF_NUM("threads", struct options, gw.threads, 1, 1024, "N", "pool threads (default 4)")},
+    {OPTS_DEF_SPECIAL("groups", "auto|N",
+                      "handle sets, each with its listener copy (SO_REUSEPORT),\n"
+                      "back-end connections and threads (default auto: one per\n"
+                      "usable CPU, or --threads / 2 when --threads is given)")},
+    {OPTS_DEF_NUM("threads", struct options, gw.threads, 1, 1024, "N",
+                  "pool threads, split over the sets (default 2 per set)")},
     {OPTS_DEF_CHOICE("promotion", struct options, gw.promotion, cr_lf_pool_promotions, "ORDER",
                      "L/F promotion: native, lifo, fifo, priority,\nlifo-lockfree (default lifo)")},
     {OPTS_DEF_NUM("connections", struct options, gw.connections, 1, 64, "N",
-                  "multiplexed connections per back end (default 2)")},
+                  "multiplexed connections per back end and set (default 2)")},
     {OPTS_DEF_SECONDS("health-interval", struct options, gw.health_interval_ms, 86400,
                       "PING every back-end connection this often; no reply in\n"
                       "twice as long fails it (default 1)")},
@@ -76,7 +84,26 @@ static const struct opts_table opt_table = {
               "Signals: TERM/INT stop gracefully.\n",
 };
 
-/* The options that are more than a field: addresses, checked here so a
+/* --groups: "auto" (0, the gateway's automatic count) or 1..MAX_SETS. */
+static int set_groups(struct options *o, const char *v, struct opts_err *e)
+{
+    char *end;
+    unsigned long n;
+
+    if (strcmp(v, "auto") == 0) {
+        o->gw.groups = 0;
+        return 0;
+    }
+    errno = 0;
+    n = v[0] >= '0' && v[0] <= '9' ? strtoul(v, &end, 10) : 0;
+    if (n < 1 || n > OLTP_GATEWAY_MAX_SETS || errno != 0 || *end != '\0')
+        return opts_fail(e, "--groups: '%s' is not auto or a number in 1..%d", v,
+                         OLTP_GATEWAY_MAX_SETS);
+    o->gw.groups = (unsigned)n;
+    return 0;
+}
+
+/* The options that are more than a field: --groups (auto or N), addresses, checked here so a
  * typo is a usage error rather than a failed start, and the log level. */
 static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
                        struct opts_err *e)
@@ -88,6 +115,8 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
     CR_UNUSED(arg);
     if (strcmp(d->name, "log-level") == 0)
         return opts_set_log_level(v, &o->log_level, e);
+    if (strcmp(d->name, "groups") == 0)
+        return set_groups(o, v, e);
     if (cr_listener_parse(v, &ss, &len) < 0)
         return opts_fail(e, "--%s: bad address '%s': numeric, with a port", d->name, v);
     if (strcmp(d->name, "listen") == 0) {
@@ -113,7 +142,21 @@ static void parse_args(struct options *o, int argc, char **argv)
         opts_fail(&e, "at least one --backend is needed");
         opts_exit_usage(&opt_table, &e);
     }
+    if (o->gw.groups != 0 && o->gw.threads != 0 && o->gw.threads < o->gw.groups) {
+        opts_fail(&e, "--threads %u is fewer than --groups %u: a set needs a thread", o->gw.threads,
+                  o->gw.groups);
+        opts_exit_usage(&opt_table, &e);
+    }
     o->gw.backends = o->backends;
+}
+
+/* The handle sets the gateway serves with (tests read the first line). */
+static void log_sets(struct oltp_gateway *g)
+{
+    static struct oltp_gateway_stats st;
+
+    oltp_gateway_stats(g, &st);
+    CR_LOG(CR_LOG_INFO, "serving with %u handle sets, %u threads", st.nsets, st.threads);
 }
 
 /* What the gateway did, once at exit (tests read it from --error-log). */
@@ -129,6 +172,10 @@ static void log_totals(struct oltp_gateway *g)
            (unsigned long long)st.local, (unsigned long long)st.forwarded,
            (unsigned long long)st.retried, (unsigned long long)st.in_doubt,
            (unsigned long long)st.unavailable);
+    for (unsigned i = 0; i < st.nsets; i++)
+        CR_LOG(CR_LOG_INFO, "set %u: %u threads, connections %llu, requests %llu", i,
+               st.sets[i].threads, (unsigned long long)st.sets[i].accepted,
+               (unsigned long long)st.sets[i].requests);
     for (unsigned i = 0; i < st.nbackends; i++) {
         const struct oltp_gateway_backend_stats *b = &st.backends[i];
 
@@ -181,6 +228,7 @@ int main(int argc, char **argv)
     printf("listening on %s\n", oltp_gateway_address(g));
     fflush(stdout);
     CR_LOG(CR_LOG_INFO, "listening on %s, %u back end(s)", oltp_gateway_address(g), o.gw.nbackends);
+    log_sets(g);
     for (;;) {
         int signo = sigtimedwait(&set, NULL, &poll_ts);
 

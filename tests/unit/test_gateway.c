@@ -11,7 +11,9 @@
  * reach a back end; least-outstanding balancing; failover (idempotent
  * requests retried elsewhere, others IN_DOUBT); UNAVAILABLE with no back
  * end; reconnection after a back end comes back; a silent back end failed by
- * the health check; the hybrid deadlock test; session pinning.
+ * the health check; the hybrid deadlock test; session pinning; handle
+ * sets: two sets each accept and answer on their own back-end connections,
+ * and the automatic count follows the affinity mask (one CPU, one set).
  */
 #include "../../apps/oltp/gateway.h"
 #include "../../apps/oltp/proto.h"
@@ -24,10 +26,12 @@
 #include <check.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* Generous: a loaded 2-core machine under TSan; nothing waits this long
@@ -75,7 +79,8 @@ struct fake {
     unsigned batch; /* > 0: keep replies until this many, then answer reversed */
     bool mute_ping; /* never answer PING */
     enum fake_cmd cmd;
-    unsigned received; /* requests other than PING */
+    unsigned received;             /* requests other than PING */
+    unsigned per_conn[FAKE_CONNS]; /* of those, by connection slot */
     unsigned pings;
     uint64_t ids[FAKE_IDS];
     uint64_t sessions[FAKE_IDS];
@@ -160,6 +165,7 @@ static void fake_serve(struct fake *f, int i)
             f->sessions[f->received] = q.session;
         }
         f->received++;
+        f->per_conn[i]++;
         len = fake_reply(f, &q, out, sizeof(out));
         if (f->hold || f->batch > 0) {
             ck_assert_uint_lt(f->nheld, FAKE_HELD);
@@ -334,6 +340,7 @@ static void wait_received(struct fake *a, struct fake *b, unsigned total)
 /* ------------------------------------------------------------------ gateway, clients */
 
 struct gw_opts {
+    unsigned groups;
     unsigned threads;
     unsigned connections;
     uint64_t health_ms;
@@ -349,6 +356,7 @@ static struct oltp_gateway *gw_start(const uint16_t *ports, unsigned n, const st
         .listen = "127.0.0.1:0",
         .backends = list,
         .nbackends = n,
+        .groups = o != NULL ? o->groups : 0,
         .threads = o != NULL ? o->threads : 4,
         .connections = o != NULL ? o->connections : 2,
         .health_interval_ms = o != NULL ? o->health_ms : 0,
@@ -945,6 +953,148 @@ START_TEST(sessions_are_pinned_to_their_back_end)
 }
 END_TEST
 
+#define SET_CLIENTS 64
+
+/*
+ * --groups 2: 64 clients, a keyed TRANSFER each, every one answered right;
+ * the kernel spread them over both sets' listener copies, each set read
+ * requests, and each set's own connection to the back end carried exactly
+ * its set's requests (nothing crosses sets).
+ */
+START_TEST(two_sets_each_accept_and_answer)
+{
+    struct fake a;
+    struct gw_opts o = {.groups = 2, .threads = 4, .connections = 1};
+    struct oltp_gateway *g;
+    struct oltp_gateway_stats *st;
+    int fd[SET_CLIENTS];
+    unsigned got[2] = {0, 0};
+    unsigned n = 0;
+
+    fake_start(&a, 4);
+    g = gw_start(&a.port, 1, &o);
+    wait_conns(g, 0, 2);
+    for (int i = 0; i < SET_CLIENTS; i++) {
+        struct oltp_req q = keyed(OLTP_OP_TRANSFER, 500 + (uint64_t)i, 1 + (uint64_t)i, 7);
+
+        q.to = 100 + (uint64_t)i;
+        fd[i] = cl_open(g);
+        cl_send(fd[i], &q);
+    }
+    for (int i = 0; i < SET_CLIENTS; i++) {
+        struct oltp_reply r;
+
+        cl_recv(fd[i], &r);
+        ck_assert_uint_eq(r.op, OLTP_OP_TRANSFER);
+        ck_assert_uint_eq(r.id, 500 + (uint64_t)i);
+        ck_assert_uint_eq(r.status, OLTP_ST_OK);
+        ck_assert_int_eq(r.balance, 4 * FAKE_TAG + 1 + i);
+        close(fd[i]);
+    }
+    st = gw_stats(g);
+    ck_assert_uint_eq(st->nsets, 2);
+    ck_assert_uint_eq(st->threads, 4);
+    ck_assert_uint_eq(st->forwarded, SET_CLIENTS);
+    ck_assert_uint_eq(st->sets[0].accepted + st->sets[1].accepted, SET_CLIENTS);
+    for (unsigned i = 0; i < 2; i++) {
+        ck_assert_uint_eq(st->sets[i].threads, 2);
+        ck_assert_uint_eq(st->sets[i].links_up, 1);
+        ck_assert_uint_gt(st->sets[i].accepted, 0);
+        ck_assert_uint_eq(st->sets[i].requests, st->sets[i].accepted);
+    }
+    pthread_mutex_lock(&a.mu);
+    for (int i = 0; i < FAKE_CONNS; i++) {
+        if (a.per_conn[i] > 0 && n < 2)
+            got[n] = a.per_conn[i];
+        n += a.per_conn[i] > 0 ? 1 : 0;
+    }
+    pthread_mutex_unlock(&a.mu);
+    ck_assert_uint_eq(n, 2);
+    ck_assert((got[0] == st->sets[0].requests && got[1] == st->sets[1].requests) ||
+              (got[0] == st->sets[1].requests && got[1] == st->sets[0].requests));
+    gw_stop(g);
+    fake_stop(&a);
+}
+END_TEST
+
+/* The sets and threads a gateway in front of port would serve with. */
+static int sets_of(uint16_t port, unsigned groups, unsigned threads, struct oltp_gateway_stats *st)
+{
+    char addr[32];
+    const char *list[1] = {addr};
+    struct oltp_gateway_config cfg = {
+        .listen = "127.0.0.1:0",
+        .backends = list,
+        .nbackends = 1,
+        .groups = groups,
+        .threads = threads,
+    };
+    struct oltp_gateway *g;
+    int err;
+
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", port);
+    err = oltp_gateway_create(&g, &cfg);
+    if (err < 0)
+        return err;
+    oltp_gateway_stats(g, st);
+    oltp_gateway_destroy(g);
+    return 0;
+}
+
+/*
+ * groups 0 (auto): one set per usable CPU and two threads each; threads
+ * alone give threads / 2 sets; in a child pinned to one CPU, one set of two
+ * threads; fewer threads than sets is refused.
+ */
+START_TEST(auto_sets_follow_the_affinity_mask)
+{
+    static struct oltp_gateway_stats st;
+    unsigned cpus;
+    int status = 0;
+    cpu_set_t mask;
+    pid_t pid;
+
+    ck_assert_int_eq(sched_getaffinity(0, sizeof(mask), &mask), 0);
+    cpus = (unsigned)CPU_COUNT(&mask);
+
+    ck_assert_int_eq(sets_of(1, 0, 0, &st), 0);
+    ck_assert_uint_eq(st.nsets, cpus < OLTP_GATEWAY_MAX_SETS ? cpus : OLTP_GATEWAY_MAX_SETS);
+    ck_assert_uint_eq(st.threads, 2 * st.nsets);
+    ck_assert_int_eq(sets_of(1, 0, 7, &st), 0);
+    ck_assert_uint_eq(st.nsets, 3);
+    ck_assert_uint_eq(st.sets[0].threads, 3);
+    ck_assert_uint_eq(st.sets[2].threads, 2);
+    ck_assert_int_eq(sets_of(1, 0, 1, &st), 0);
+    ck_assert_uint_eq(st.nsets, 1);
+    ck_assert_int_eq(sets_of(1, 3, 2, &st), -EINVAL);
+    ck_assert_int_eq(sets_of(1, OLTP_GATEWAY_MAX_SETS + 1, 0, &st), -EINVAL);
+
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        cpu_set_t set;
+        int first = -1;
+
+        if (sched_getaffinity(0, sizeof(set), &set) < 0)
+            _exit(10);
+        for (int c = 0; c < CPU_SETSIZE && first < 0; c++) {
+            if (CPU_ISSET(c, &set))
+                first = c;
+        }
+        CPU_ZERO(&set);
+        CPU_SET(first, &set);
+        if (sched_setaffinity(0, sizeof(set), &set) < 0)
+            _exit(11);
+        if (sets_of(1, 0, 0, &st) < 0)
+            _exit(12);
+        _exit(st.nsets == 1 && st.threads == 2 && st.sets[0].threads == 2 ? 0 : 13);
+    }
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status));
+    ck_assert_int_eq(WEXITSTATUS(status), 0);
+}
+END_TEST
+
 Suite *gateway_suite(void);
 
 Suite *gateway_suite(void)
@@ -961,6 +1111,8 @@ Suite *gateway_suite(void)
     tcase_add_test(tc, balances_by_fewest_outstanding_requests);
     tcase_add_test(tc, two_threads_serve_eight_waiting_clients);
     tcase_add_test(tc, sessions_are_pinned_to_their_back_end);
+    tcase_add_test(tc, two_sets_each_accept_and_answer);
+    tcase_add_test(tc, auto_sets_follow_the_affinity_mask);
     suite_add_tcase(s, tc);
 
     tcase_set_timeout(tf, 60);
