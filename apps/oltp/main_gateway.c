@@ -225,10 +225,11 @@ int main(int argc, char **argv)
         CR_LOG(CR_LOG_ERROR, "start: %s", strerror(-err));
         goto out_destroy;
     }
+    /* Before stdout's line, which tells the tests the log has it. */
+    log_sets(g);
     printf("listening on %s\n", oltp_gateway_address(g));
     fflush(stdout);
     CR_LOG(CR_LOG_INFO, "listening on %s, %u back end(s)", oltp_gateway_address(g), o.gw.nbackends);
-    log_sets(g);
     for (;;) {
         int signo = sigtimedwait(&set, NULL, &poll_ts);
 

@@ -17,6 +17,11 @@
  * gateway thread waits for a reply; a new client's PING is still answered;
  * once the lock goes, all sixteen transfers are answered.
  *
+ * Handle sets: the gateway logs the sets and threads it serves with:
+ * --groups 2 gives two of two threads, and with no flag, in a process pinned
+ * to one CPU (sched_setaffinity, inherited by the child), one set of two;
+ * --threads fewer than --groups is a usage error.
+ *
  * Also: --help, a bad flag (exit 2), a graceful TERM (exit 0).
  * Exit 0 pass, 1 fail, 77 skip.
  */
@@ -28,6 +33,7 @@
 #include <libpq-fe.h>
 #endif
 #include <poll.h>
+#include <sched.h>
 
 #define ACCOUNTS      32
 #define START_BALANCE 100000
@@ -358,6 +364,77 @@ static void test_cli(void)
     CHECK(run_cli(badaddr, out, sizeof(out)) == 2, "bad address: exit 2: %s", out);
 }
 
+/* Whether a gateway started with extra (in front of 127.0.0.1:1, which
+ * refuses: its connections retry in the background), pinned to one CPU when
+ * one_cpu, logs want as its "serving with" line. */
+static bool serves_with(char *const *extra, bool one_cpu, const char *want)
+{
+    char dir[] = "/tmp/cr-gw-sets-XXXXXX";
+    char log[64];
+    char *args[16];
+    struct hc_server gw = {0};
+    cpu_set_t saved;
+    cpu_set_t one;
+    char *text = NULL;
+    bool ok = false;
+    int k = 0;
+
+    if (mkdtemp(dir) == NULL)
+        return false;
+    snprintf(log, sizeof(log), "%s/gateway.log", dir);
+    args[k++] = "--listen";
+    args[k++] = "127.0.0.1:0";
+    args[k++] = "--backend";
+    args[k++] = "127.0.0.1:1";
+    args[k++] = "--error-log";
+    args[k++] = log;
+    for (int i = 0; extra[i] != NULL && k < 14; i++)
+        args[k++] = extra[i];
+    args[k] = NULL;
+    if (sched_getaffinity(0, sizeof(saved), &saved) < 0)
+        goto out;
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE && CPU_COUNT(&one) == 0; c++) {
+        if (CPU_ISSET(c, &saved))
+            CPU_SET(c, &one);
+    }
+    if (one_cpu && sched_setaffinity(0, sizeof(one), &one) < 0)
+        goto out;
+    k = cr_test_oltp_spawn("cabrank-gateway", args, &gw.pid, &gw.port, hc_tmo(20000));
+    if (one_cpu && sched_setaffinity(0, sizeof(saved), &saved) < 0)
+        hc_failures++;
+    if (k < 0)
+        goto out;
+    text = cr_test_read_file(log, NULL);
+    ok = text != NULL && strstr(text, want) != NULL;
+    if (!ok)
+        fprintf(stderr, "wanted '%s' in:\n%s\n", want, text != NULL ? text : "(no log)");
+    if (hc_stop_sig(&gw, SIGTERM, hc_tmo(20000)) != 0)
+        ok = false;
+out:
+    free(text);
+    unlink(log);
+    rmdir(dir);
+    return ok;
+}
+
+static void test_sets(void)
+{
+    static char out[8192];
+    char *two[] = {"--groups", "2", NULL};
+    char *none[] = {NULL};
+    char *autow[] = {"--groups", "auto", "--threads", "6", NULL};
+    char *few[] = {"--backend", "127.0.0.1:1", "--groups", "3", "--threads", "2", NULL};
+
+    CHECK(serves_with(two, false, "serving with 2 handle sets, 4 threads"), "--groups 2");
+    CHECK(serves_with(none, true, "serving with 1 handle sets, 2 threads"),
+          "no flag, one CPU: one set");
+    CHECK(serves_with(autow, false, "serving with 3 handle sets, 6 threads"),
+          "--groups auto --threads 6");
+    CHECK(run_cli(few, out, sizeof(out)) == 2 && strstr(out, "--groups") != NULL,
+          "--threads fewer than --groups: exit 2: %s", out);
+}
+
 int main(void)
 {
     struct cr_test_pg pg;
@@ -365,6 +442,7 @@ int main(void)
 
     signal(SIGPIPE, SIG_IGN);
     test_cli();
+    test_sets();
     err = cr_test_pg_start(&pg);
     if (err == -ENOENT) {
         fprintf(stderr, "oltp_gateway: no PostgreSQL, skipped\n");
