@@ -29,13 +29,13 @@
  */
 #include "gateway_internal.h"
 
+#include <cabrank/cpu.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 #include <cabrank/reactor.h>
 
 #include <poll.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -439,17 +439,6 @@ static void on_accept(struct cr_acceptor *a, int fd, void *arg)
 
 /* ------------------------------------------------------------------ sets */
 
-/* The CPUs of the affinity mask, at least 1. Until cr_cpu_usable (cpu.h,
- * which also bounds it by cgroup cpu.max) is on main. */
-static unsigned usable_cpus(void)
-{
-    cpu_set_t set;
-
-    if (sched_getaffinity(0, sizeof(set), &set) < 0 || CPU_COUNT(&set) < 1)
-        return 1;
-    return (unsigned)CPU_COUNT(&set);
-}
-
 /*
  * Resolves cfg's handle sets and threads (0: auto, gateway.h) in place.
  * -EINVAL for more sets than OLTP_GATEWAY_MAX_SETS or fewer threads than
@@ -460,9 +449,11 @@ static int size_sets(struct oltp_gateway_config *cfg)
     unsigned n = cfg->groups;
 
     if (n == 0) {
-        n = cfg->threads != 0 ? cfg->threads / THREADS_PER_SET : usable_cpus();
-        if (n == 0)
-            n = 1;
+        unsigned by_threads = cfg->threads / THREADS_PER_SET;
+
+        n = (unsigned)cr_cpu_usable(); /* as cr_server's lf: at most one per CPU */
+        if (cfg->threads != 0 && by_threads < n)
+            n = by_threads > 0 ? by_threads : 1;
         if (n > OLTP_GATEWAY_MAX_SETS)
             n = OLTP_GATEWAY_MAX_SETS;
     }

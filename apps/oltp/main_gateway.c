@@ -53,10 +53,11 @@ static const struct opts_def opt_defs[] = {
     {OPTS_DEF_SPECIAL("listen", "ADDR", "address to serve (default " DEFAULT_LISTEN ")")},
     {OPTS_DEF_SPECIAL("backend", "ADDR",
                       "a cabrank-ledger to forward to, repeatable, at least one")},
-    {OPTS_DEF_SPECIAL("groups", "auto|N",
-                      "handle sets, each with its listener copy (SO_REUSEPORT),\n"
-                      "back-end connections and threads (default auto: one per\n"
-                      "usable CPU, or --threads / 2 when --threads is given)")},
+    {OPTS_DEF_NUM("groups", struct options, gw.groups, 1, OLTP_GATEWAY_MAX_SETS, "auto|N",
+                  "handle sets, each with its listener copy (SO_REUSEPORT),\n"
+                  "back-end connections and threads (default auto: one per\n"
+                  "CPU it may use, at most --threads / 2)"),
+     .zero_word = "auto"},
     {OPTS_DEF_NUM("threads", struct options, gw.threads, 1, 1024, "N",
                   "pool threads, split over the sets (default 2 per set)")},
     {OPTS_DEF_CHOICE("promotion", struct options, gw.promotion, cr_lf_pool_promotions, "ORDER",
@@ -84,26 +85,7 @@ static const struct opts_table opt_table = {
               "Signals: TERM/INT stop gracefully.\n",
 };
 
-/* --groups: "auto" (0, the gateway's automatic count) or 1..MAX_SETS. */
-static int set_groups(struct options *o, const char *v, struct opts_err *e)
-{
-    char *end;
-    unsigned long n;
-
-    if (strcmp(v, "auto") == 0) {
-        o->gw.groups = 0;
-        return 0;
-    }
-    errno = 0;
-    n = v[0] >= '0' && v[0] <= '9' ? strtoul(v, &end, 10) : 0;
-    if (n < 1 || n > OLTP_GATEWAY_MAX_SETS || errno != 0 || *end != '\0')
-        return opts_fail(e, "--groups: '%s' is not auto or a number in 1..%d", v,
-                         OLTP_GATEWAY_MAX_SETS);
-    o->gw.groups = (unsigned)n;
-    return 0;
-}
-
-/* The options that are more than a field: --groups (auto or N), addresses, checked here so a
+/* The options that are more than a field: addresses, checked here so a
  * typo is a usage error rather than a failed start, and the log level. */
 static int set_special(void *obj, const struct opts_def *d, const char *v, void *arg,
                        struct opts_err *e)
@@ -115,8 +97,6 @@ static int set_special(void *obj, const struct opts_def *d, const char *v, void 
     CR_UNUSED(arg);
     if (strcmp(d->name, "log-level") == 0)
         return opts_set_log_level(v, &o->log_level, e);
-    if (strcmp(d->name, "groups") == 0)
-        return set_groups(o, v, e);
     if (cr_listener_parse(v, &ss, &len) < 0)
         return opts_fail(e, "--%s: bad address '%s': numeric, with a port", d->name, v);
     if (strcmp(d->name, "listen") == 0) {
@@ -156,7 +136,8 @@ static void log_sets(struct oltp_gateway *g)
     static struct oltp_gateway_stats st;
 
     oltp_gateway_stats(g, &st);
-    CR_LOG(CR_LOG_INFO, "serving with %u handle sets, %u threads", st.nsets, st.threads);
+    CR_LOG(CR_LOG_INFO, "serving with %u handle set%s, %u threads", st.nsets,
+           st.nsets == 1 ? "" : "s", st.threads);
 }
 
 /* What the gateway did, once at exit (tests read it from --error-log). */

@@ -427,10 +427,10 @@ static void test_sets(void)
     char *few[] = {"--backend", "127.0.0.1:1", "--groups", "3", "--threads", "2", NULL};
 
     CHECK(serves_with(two, false, "serving with 2 handle sets, 4 threads"), "--groups 2");
-    CHECK(serves_with(none, true, "serving with 1 handle sets, 2 threads"),
+    CHECK(serves_with(none, true, "serving with 1 handle set, 2 threads"),
           "no flag, one CPU: one set");
-    CHECK(serves_with(autow, false, "serving with 3 handle sets, 6 threads"),
-          "--groups auto --threads 6");
+    CHECK(serves_with(autow, true, "serving with 1 handle set, 6 threads"),
+          "--groups auto --threads 6, one CPU: one set (at most one per CPU)");
     CHECK(run_cli(few, out, sizeof(out)) == 2 && strstr(out, "--groups") != NULL,
           "--threads fewer than --groups: exit 2: %s", out);
 }

@@ -18,6 +18,7 @@
 #include "../../apps/oltp/gateway.h"
 #include "../../apps/oltp/proto.h"
 
+#include <cabrank/cpu.h>
 #include <cabrank/listener.h>
 
 #include "../support/oltp_client.h"
@@ -1055,12 +1056,22 @@ START_TEST(auto_sets_follow_the_affinity_mask)
     pid_t pid;
 
     ck_assert_int_eq(sched_getaffinity(0, sizeof(mask), &mask), 0);
-    cpus = (unsigned)CPU_COUNT(&mask);
+    cpus = (unsigned)cr_cpu_usable();
+    ck_assert_uint_le(cpus, (unsigned)CPU_COUNT(&mask));
 
     ck_assert_int_eq(sets_of(1, 0, 0, &st), 0);
     ck_assert_uint_eq(st.nsets, cpus < OLTP_GATEWAY_MAX_SETS ? cpus : OLTP_GATEWAY_MAX_SETS);
     ck_assert_uint_eq(st.threads, 2 * st.nsets);
+    /* threads 7: 3 sets where 3 CPUs may be used, else one per CPU. */
     ck_assert_int_eq(sets_of(1, 0, 7, &st), 0);
+    ck_assert_uint_eq(st.nsets, cpus < 3 ? cpus : 3);
+    ck_assert_uint_eq(st.threads, 7);
+    if (cpus >= 3) {
+        ck_assert_uint_eq(st.sets[0].threads, 3);
+        ck_assert_uint_eq(st.sets[2].threads, 2);
+    }
+    /* An explicit count is the user's, whatever the CPUs. */
+    ck_assert_int_eq(sets_of(1, 3, 7, &st), 0);
     ck_assert_uint_eq(st.nsets, 3);
     ck_assert_uint_eq(st.sets[0].threads, 3);
     ck_assert_uint_eq(st.sets[2].threads, 2);
