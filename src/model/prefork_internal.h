@@ -28,34 +28,26 @@ struct cr__prefork_pool {
 };
 
 /*
- * reuseport: whether the server opened SO_REUSEPORT copies of the
- * listeners, one per worker index (cfg->workers of them). The copies live
- * in the master, so a worker that exits leaves the connections queued on
- * its copy to its successor, where a copy of the worker's own would reset
- * them when closed. Spare workers beyond cfg->workers have none.
+ * The listening sockets, env.listen_fds[0 .. nsockets): one per address,
+ * and under reuseport cfg->workers SO_REUSEPORT copies of each besides
+ * (the kernel spreads arrivals over them). Every worker accepts on all of
+ * them, so a connection queued on any copy goes to whichever worker is
+ * free; the copies live in the master, so a worker that exits resets no
+ * queued connection (closing a socket's last copy would).
  */
-static inline bool cr__prefork_has_copies(const struct cr__prefork_pool *pool)
+static inline size_t cr__prefork_nsockets(const struct cr__prefork_pool *pool)
 {
-    return pool->env.listen_groups > 1;
-}
-
-/* reuseport: worker index k's copy of listener i (its listen group k + 1;
- * group 0 is the sockets every worker shares). */
-static inline int cr__prefork_copy_fd(const struct cr__prefork_pool *pool, int k, unsigned i)
-{
-    return pool->env.listen_fds[(size_t)(k + 1) * pool->env.nlisten + i];
+    return (size_t)pool->env.listen_groups * pool->env.nlisten;
 }
 
 /*
  * The body of a worker process, called in the child right after the fork
  * (the manager has closed its own state there). slot and tag: the
- * scoreboard slot the manager claimed for it; rp_index: the reuseport copies
- * it accepts on, -1 for none. Returns the process's exit status: 0 when it
+ * scoreboard slot the manager claimed for it. Returns the process's exit status: 0 when it
  * stopped as told or retired itself, 3 when the service's process_init
  * failed, 4 out of memory or threads, 5 when its listeners could not be set
  * up. Worker process only.
  */
-int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, uint32_t tag,
-                            int rp_index);
+int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, uint32_t tag);
 
 #endif /* CABRANK_PREFORK_INTERNAL_H */

@@ -6,9 +6,10 @@
  *
  * The manager thread runs a cr_reactor with a pidfd per worker (readable
  * when it exits: reaped and, when the pool is short, replaced at once), a
- * 1 s maintenance timer (Apache's rule: idle workers of the current
- * generation kept within [min_spare, max_spare], never below cfg->workers
- * nor above max_workers) and an eventfd through which stop and restart
+ * 100 ms look at the accept queues (connections waiting beyond the free
+ * threads get workers at once), a 1 s maintenance (Apache's rule: idle
+ * workers of the current generation kept within [min_spare, max_spare],
+ * never below cfg->workers nor above max_workers) and an eventfd through which stop and restart
  * (any thread) reach it. It alone forks, claims and frees scoreboard slots
  * and signals workers. It never accepts: the paper's point is that a
  * manager in the listener's task would add the cost of fork to the
@@ -33,6 +34,8 @@
 #include "os/proc_internal.h"
 #include "os/sync_internal.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -42,6 +45,7 @@
 #include <unistd.h>
 
 #define TICK_MS           1000u /* maintenance period */
+#define DEMAND_MS         100u  /* the accept queues are looked at this often */
 #define MAX_SPAWN_RATE    32u   /* Apache's MAX_SPAWN_RATE */
 #define IMMEDIATE_KILL_MS 2000u /* immediate stop: SIGKILL after */
 
@@ -53,7 +57,6 @@ struct proc {
     pid_t pid;
     int pidfd;
     int slot;     /* scoreboard slot; -1 once evicted */
-    int rp_index; /* reuseport: the copies it accepts on; -1: none */
     uint32_t tag; /* the slot's claim tag */
     unsigned generation;
     int told;              /* 0, CR__STOP_GRACEFUL or CR__STOP_NOW */
@@ -75,6 +78,8 @@ struct cr_model {
     struct proc *procs; /* live (unreaped) workers */
     unsigned generation;
     unsigned spawn_rate;
+    unsigned looks;      /* on_tick's calls */
+    bool warned_full;    /* max_workers reached with connections queued */
     int stop_applied;    /* the stop mode acted on */
     uint64_t kill_timer; /* immediate stop's SIGKILL timer; 0: none */
 
@@ -138,24 +143,6 @@ static int claim_slot(struct cr_model *m)
     return idx;
 }
 
-/* reuseport: the lowest copy index no worker of the current generation
- * (not told to stop) accepts on; an old worker shares it with its successor
- * until it exits; -1 when all are taken (a spare) or there are none. */
-static int free_copy(struct cr_model *m)
-{
-    if (!cr__prefork_has_copies(&m->pool))
-        return -1;
-    for (int k = 0; k < m->pool.cfg->workers; k++) {
-        bool taken = false;
-
-        for (struct proc *p = m->procs; p != NULL && !taken; p = p->next)
-            taken = p->rp_index == k && p->told == 0 && p->generation == m->generation;
-        if (!taken)
-            return k;
-    }
-    return -1;
-}
-
 /* Master-side resources a worker does not use: its siblings' pidfds, the
  * manager's reactor and eventfd. The fork came from the manager thread,
  * the only one that touches them, so none of their locks is held. */
@@ -175,7 +162,7 @@ static int child_main(void *arg)
     struct cr_model *m = p->m;
 
     drop_master_state(m);
-    return cr__prefork_worker_main(&m->pool, (unsigned)p->slot, p->tag, p->rp_index);
+    return cr__prefork_worker_main(&m->pool, (unsigned)p->slot, p->tag);
 }
 
 static int spawn_one(struct cr_model *m)
@@ -198,7 +185,6 @@ static int spawn_one(struct cr_model *m)
         __atomic_load_n(&cr__scoreboard_slot(m->pool.sb, (unsigned)idx)->tag, __ATOMIC_RELAXED);
     p->generation = m->generation;
     p->pidfd = -1;
-    p->rp_index = free_copy(m);
     err = cr__proc_spawn(child_main, p, &p->pid, &p->pidfd);
     if (err < 0)
         goto out_release;
@@ -280,9 +266,7 @@ static void retire_one(struct cr_model *m)
     for (struct proc *p = m->procs; p != NULL; p = p->next) {
         int st;
 
-        /* reuseport: a worker with a copy of its own stays, or
-         * connections queued on the copy would wait for its successor. */
-        if (p->generation != m->generation || p->told != 0 || p->slot < 0 || p->rp_index >= 0)
+        if (p->generation != m->generation || p->told != 0 || p->slot < 0)
             continue;
         st = __atomic_load_n(&cr__scoreboard_slot(m->pool.sb, (unsigned)p->slot)->state,
                              __ATOMIC_RELAXED);
@@ -302,9 +286,6 @@ static void maintain(struct cr_model *m)
     unsigned live;
     unsigned idle;
 
-    /* reuseport: a copy nobody accepts on gets a worker first. */
-    if (free_copy(m) >= 0)
-        spawn(m, 1);
     count_pool(m, &live, &idle);
     CR_LOG(CR_LOG_DEBUG, "prefork: maintenance: %u live, %u idle, rate %u", live, idle,
            m->spawn_rate);
@@ -323,6 +304,88 @@ static void maintain(struct cr_model *m)
     } else {
         m->spawn_rate = 1;
     }
+}
+
+/* Connections the kernel holds in the accept queues of the listening
+ * sockets, the reuseport copies included (a listening socket's TCP_INFO
+ * gives its queue in tcpi_unacked); a socket that does not say counts 0. */
+static unsigned queued_connections(const struct cr_model *m)
+{
+    unsigned n = 0;
+
+    for (size_t k = 0; k < cr__prefork_nsockets(&m->pool); k++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+
+        memset(&ti, 0, sizeof(ti));
+        if (getsockopt(m->pool.env.listen_fds[k], IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+            ti.tcpi_state == TCP_LISTEN)
+            n += ti.tcpi_unacked;
+    }
+    return n;
+}
+
+/* Threads of the current generation that take a connection now or soon:
+ * all of a starting worker's, the ones not busy of a running worker's. */
+static unsigned free_threads(struct cr_model *m)
+{
+    unsigned threads = (unsigned)m->pool.cfg->threads;
+    unsigned n = 0;
+
+    for (struct proc *p = m->procs; p != NULL; p = p->next) {
+        struct cr__slot *s;
+        unsigned busy;
+        int st;
+
+        if (p->generation != m->generation || p->told != 0 || p->slot < 0)
+            continue;
+        s = cr__scoreboard_slot(m->pool.sb, (unsigned)p->slot);
+        st = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+        if (st == CR_WORKER_STOPPING || st == CR_WORKER_DEAD)
+            continue;
+        busy = st == CR_WORKER_STARTING ? 0 : __atomic_load_n(&s->busy_threads, __ATOMIC_RELAXED);
+        n += busy < threads ? threads - busy : 0;
+    }
+    return n;
+}
+
+/* Connections waiting in the accept queues beyond the threads free to take
+ * them get workers at once, up to max_workers: a keep-alive connection
+ * holds its thread to its end, so the 1 s tick's 1, 2, 4 ... left a burst
+ * of them queued for seconds. Starting workers count as free, so the next
+ * look spawns only for what is still unserved. */
+static void grow_on_demand(struct cr_model *m)
+{
+    unsigned threads = (unsigned)m->pool.cfg->threads;
+    unsigned waiting = queued_connections(m);
+    unsigned avail;
+    unsigned live;
+    unsigned idle;
+    unsigned room;
+    unsigned want;
+
+    if (waiting == 0)
+        return;
+    avail = free_threads(m);
+    if (waiting <= avail)
+        return;
+    count_pool(m, &live, &idle);
+    room =
+        (unsigned)m->pool.cfg->max_workers > live ? (unsigned)m->pool.cfg->max_workers - live : 0;
+    want = (waiting - avail + threads - 1) / threads;
+    want = want < room ? want : room;
+    if (want == 0) {
+        if (!m->warned_full)
+            CR_LOG(CR_LOG_WARN,
+                   "prefork: %u workers (max_workers) busy and %u connections queued: "
+                   "consider a higher max_workers or threads",
+                   live, waiting - avail);
+        m->warned_full = true;
+        return;
+    }
+    CR_LOG(CR_LOG_DEBUG, "prefork: %u connections queued, %u free threads: %u more workers",
+           waiting, avail, want);
+    spawn(m, want);
 }
 
 /* Reports workers busy on one connection longer than busy_warn_ms, once
@@ -351,6 +414,7 @@ static void check_busy(struct cr_model *m)
     }
 }
 
+/* Every DEMAND_MS the accept queues; every TICK_MS the maintenance. */
 static void on_tick(struct cr_reactor *r, uint64_t id, void *arg)
 {
     struct cr_model *m = arg;
@@ -358,9 +422,12 @@ static void on_tick(struct cr_reactor *r, uint64_t id, void *arg)
     CR_UNUSED(id);
     if (m->stop_applied != 0)
         return;
-    maintain(m);
-    check_busy(m);
-    if (cr_reactor_timer_add(r, TICK_MS, on_tick, m, NULL) < 0)
+    grow_on_demand(m);
+    if (++m->looks % (TICK_MS / DEMAND_MS) == 0) {
+        maintain(m);
+        check_busy(m);
+    }
+    if (cr_reactor_timer_add(r, DEMAND_MS, on_tick, m, NULL) < 0)
         CR_LOG(CR_LOG_ERROR, "prefork: maintenance timer lost: out of memory");
 }
 
@@ -429,10 +496,6 @@ static void on_proc_exit(struct cr_reactor *r, int fd, unsigned events, void *ar
 
         count_pool(m, &live, &idle);
         n = shortfall(m, live, idle);
-        /* reuseport: its copy needs a successor even when the pool is
-         * not short (a spare may have outlived a retired copy holder). */
-        if (n == 0 && free_copy(m) >= 0)
-            n = 1;
         spawn(m, n);
     }
 }
@@ -496,7 +559,7 @@ static void *manager_main(void *arg)
     spawn(m, (unsigned)m->pool.cfg->workers);
     err = m->procs != NULL ? 0 : -EAGAIN;
     if (err == 0)
-        err = cr_reactor_timer_add(m->r, TICK_MS, on_tick, m, NULL);
+        err = cr_reactor_timer_add(m->r, DEMAND_MS, on_tick, m, NULL);
     cr_mutex_lock(&m->lock);
     m->start_err = err;
     m->start_done = true;

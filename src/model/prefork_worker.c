@@ -15,9 +15,12 @@
  * flight is answered, and a connection accepted just before the stop gets
  * its first request served. Immediate: connections close at once.
  *
- * It closes what it inherits and does not use (the other indices' reuseport
- * copies), never a range of descriptors: the service's own (a file cache, a
- * log) must survive the fork. docs/design/prefork.md has the whole design.
+ * Under reuseport it accepts on every copy of every listener, as every
+ * worker does: a connection the kernel queued on one copy is taken by
+ * whichever worker is free, never left behind a busy one. It closes
+ * nothing it inherits by range: the service's own descriptors (a file
+ * cache, a log) must survive the fork. docs/design/prefork.md has the
+ * whole design.
  *
  * Owns, in its process, its epoll set, its threads and their connections;
  * borrows the pool (its copy of the master's) and the service. Lock order:
@@ -55,7 +58,6 @@ struct wproc {
     unsigned nthreads;
     struct cr__conn_config conn;
     int epfd;
-    int rp_index; /* reuseport: its copies (cr__prefork_copy_fd); -1: none */
     uint64_t requests;
 
     struct cr_mutex lock;
@@ -326,11 +328,8 @@ static int lf_lead(struct wproc *w)
              * it was still busy with the previous arrival leaves the other
              * leaders asleep. A look at every listener now and then bounds
              * that wait. */
-            for (unsigned i = 0; i < pool->env.nlisten && fd < 0; i++) {
-                if (cr_listener_accept(pool->env.listen_fds[i], &fd) < 0)
-                    fd = -1;
-                if (fd < 0 && w->rp_index >= 0 &&
-                    cr_listener_accept(cr__prefork_copy_fd(pool, w->rp_index, i), &fd) < 0)
+            for (size_t k = 0; k < cr__prefork_nsockets(pool) && fd < 0; k++) {
+                if (cr_listener_accept(pool->env.listen_fds[k], &fd) < 0)
                     fd = -1;
             }
         }
@@ -383,18 +382,6 @@ static void *thread_main(void *arg)
     return NULL;
 }
 
-/* reuseport: the copies of the other indices are not this worker's. The
- * server's table keeps the numbers; this process never uses them again. */
-static void drop_other_copies(const struct cr__prefork_pool *pool, int keep)
-{
-    if (!cr__prefork_has_copies(pool))
-        return;
-    for (int k = 0; k < pool->cfg->workers; k++) {
-        for (unsigned i = 0; i < pool->env.nlisten && k != keep; i++)
-            close(cr__prefork_copy_fd(pool, k, i));
-    }
-}
-
 static int watch(int epfd, int fd, uint32_t flags)
 {
     struct epoll_event ev = {.events = EPOLLIN | flags, .data.fd = fd};
@@ -402,8 +389,8 @@ static int watch(int epfd, int fd, uint32_t flags)
     return epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
 }
 
-/* The worker's epoll set: the shared listeners (EPOLLEXCLUSIVE when no lock
- * picks a single leader) and its own copies. */
+/* The worker's epoll set: every listening socket, the reuseport copies
+ * included (EPOLLEXCLUSIVE when no lock picks a single leader). */
 static int setup_listeners(struct wproc *w)
 {
     const struct cr__prefork_pool *pool = w->pool;
@@ -413,21 +400,17 @@ static int setup_listeners(struct wproc *w)
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w->epfd < 0)
         return -errno;
-    for (unsigned i = 0; i < pool->env.nlisten; i++) {
+    for (size_t k = 0; k < cr__prefork_nsockets(pool); k++) {
         /* With a lock, plain level-triggered: an arrival is queued in every
          * set, so the next leader sees what the last one left. */
-        err = watch(w->epfd, pool->env.listen_fds[i], exclusive ? 0 : EPOLLEXCLUSIVE);
-        /* Its copy: shared with its successor during a restart. */
-        if (err == 0 && w->rp_index >= 0)
-            err = watch(w->epfd, cr__prefork_copy_fd(pool, w->rp_index, i), EPOLLEXCLUSIVE);
+        err = watch(w->epfd, pool->env.listen_fds[k], exclusive ? 0 : EPOLLEXCLUSIVE);
         if (err < 0)
             return err;
     }
     return 0;
 }
 
-int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, uint32_t tag,
-                            int rp_index)
+int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, uint32_t tag)
 {
     const struct cr_service *svc = pool->env.conn.svc;
     struct wproc wp;
@@ -437,13 +420,11 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
     int status = 0;
     int err;
 
-    drop_other_copies(pool, rp_index);
     memset(w, 0, sizeof(*w));
     w->pool = pool;
     w->slot_idx = slot;
     w->tag = tag;
     w->slot = cr__scoreboard_slot(pool->sb, w->slot_idx);
-    w->rp_index = rp_index;
     w->nthreads = pool->cfg->threads > 0 ? (unsigned)pool->cfg->threads : 1;
     w->epfd = -1;
     w->conn = pool->env.conn;

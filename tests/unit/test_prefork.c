@@ -12,7 +12,10 @@
  * (the robust mutex recovers); graceful restarts every 200 ms under
  * connection-per-request load (no failed request, old generations drain),
  * and once through SIGHUP and cr_server_run in a child process; spare
- * workers following a load that rises and falls; max_requests_per_child;
+ * workers following a load that rises and falls; a burst of keep-alive
+ * connections, far more than the workers, served at once with each lock,
+ * and every request answered while the surplus retires;
+ * max_requests_per_child;
  * a busy worker reported; immediate stop. Every test ends by checking that
  * no child process (zombie or not) is left and /dev/shm has nothing new.
  *
@@ -419,9 +422,7 @@ static const char *const locks[] = {"pthread", "fcntl", "none", "reuseport"};
 #define NLOCKS 4
 
 /* Each lock with 1 and 2 threads per worker: clients served on connections
- * of their own, concurrently, and on keep-alive ones (one at a time: under
- * reuseport a connection waits for the worker whose socket the kernel
- * picked, even when that worker is held by another). */
+ * of their own, concurrently, and on keep-alive ones, one at a time. */
 START_TEST(serves_clients_with_each_lock)
 {
     struct cr_server_config cfg = {
@@ -875,8 +876,7 @@ START_TEST(spares_follow_load)
 END_TEST
 
 /* max_requests_per_child, with each lock: workers retire after 5 requests
- * and are replaced (under reuseport the successor takes over the retired
- * worker's copy of the listener); no request fails. */
+ * and are replaced; no request fails. */
 START_TEST(max_requests_retires_workers)
 {
     struct cr_server_config cfg = {
@@ -907,6 +907,79 @@ START_TEST(max_requests_retires_workers)
     (void)cr_server_stats(f.s, &st, NULL, 0);
     ck_assert_uint_eq(st.crashes, 0);
     ck_assert_uint_eq(st.requests, 40);
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
+/* With each lock: a burst of keep-alive connections, far more than the
+ * workers (threads 1), is served at once: the manager spawns for what waits
+ * in the accept queues (every reuseport copy included), and any free
+ * worker takes a connection from any copy. Then, with half of them closed,
+ * the surplus workers retire while the other half keep asking: every
+ * request on every connection is answered. */
+#define BURST 24
+START_TEST(keepalive_burst_is_served_at_once)
+{
+    struct cr_server_config cfg = {
+        .workers = 2,
+        .threads = 1,
+        .max_workers = BURST + 8,
+        .accept_lock = locks[_i],
+    };
+    struct cr_server_stats st;
+    struct fixture f;
+    int fds[BURST];
+    uint64_t answered = 0;
+    uint64_t t0;
+    unsigned before;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
+    for (int i = 0; i < BURST; i++) {
+        fds[i] = cr_test_connect(f.port);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_int_eq(cr_test_write_all(fds[i], "first\n", 6), 0);
+    }
+    /* The 1 s tick alone (1, 2, 4, 8 more) needs 5 s for 24. */
+    t0 = cr_test_now_ms();
+    for (int i = 0; i < BURST; i++) {
+        char buf[64];
+        uint64_t now = cr_test_now_ms();
+        uint64_t end = t0 + (uint64_t)cr_test_tmo(2500);
+        int n = read_line(fds[i], buf, sizeof(buf), now < end ? (int)(end - now) : 1);
+
+        ck_assert_msg(n > 0, "connection %d of %d unanswered after %llu ms: %d", i, BURST,
+                      (unsigned long long)(cr_test_now_ms() - t0), n);
+        answered++;
+    }
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < BURST; i++) {
+            ck_assert_int_gt(ask(fds[i], "again\n", cr_test_tmo(5000)), 0);
+            answered++;
+        }
+    }
+    /* Half leave: idle workers beyond max_spare retire, one per tick; the
+     * other half ask on until one has. */
+    for (int i = BURST / 2; i < BURST; i++)
+        hangup(fds[i]);
+    before = processes(&f);
+    t0 = cr_test_now_ms();
+    while (processes(&f) >= before && cr_test_now_ms() - t0 < (uint64_t)cr_test_tmo(5000)) {
+        for (int i = 0; i < BURST / 2; i++) {
+            ck_assert_int_gt(ask(fds[i], "more\n", cr_test_tmo(5000)), 0);
+            answered++;
+        }
+        usleep(20000);
+    }
+    ck_assert_uint_lt(processes(&f), before);
+    for (int i = 0; i < BURST / 2; i++) {
+        ck_assert_int_gt(ask(fds[i], "last\n", cr_test_tmo(5000)), 0);
+        answered++;
+        hangup(fds[i]);
+    }
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.requests, answered);
+    ck_assert_uint_eq(st.crashes, 0);
     fx_stop(&f, true, 0);
 }
 END_TEST
@@ -1059,6 +1132,7 @@ Suite *prefork_suite(void)
     tcase_add_loop_test(tc, graceful_restart_loses_nothing, 0, 2 * NLOCKS);
     tcase_add_test(tc, sighup_restarts_through_server_run);
     tcase_add_test(tc, spares_follow_load);
+    tcase_add_loop_test(tc, keepalive_burst_is_served_at_once, 0, NLOCKS);
     tcase_add_loop_test(tc, max_requests_retires_workers, 0, NLOCKS);
     tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
     tcase_add_test(tc, failing_process_init_is_not_a_fork_loop);
