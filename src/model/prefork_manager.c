@@ -280,7 +280,9 @@ static void retire_one(struct cr_model *m)
 /* The 1 s maintenance (Apache's perform_idle_server_maintenance): short of
  * min_spare idle workers it spawns 1, then 2, 4, ... MAX_SPAWN_RATE per tick
  * while still short, back to 1 once satisfied; beyond max_spare it retires
- * one idle worker per tick. */
+ * one idle worker per tick, unless connections wait in the accept queues. */
+static unsigned queued_connections(const struct cr_model *m);
+
 static void maintain(struct cr_model *m)
 {
     unsigned live;
@@ -292,7 +294,10 @@ static void maintain(struct cr_model *m)
     if (live < (unsigned)m->pool.cfg->workers) {
         spawn(m, shortfall(m, live, idle));
     } else if (idle > (unsigned)m->pool.cfg->max_spare && live > (unsigned)m->pool.cfg->workers) {
-        retire_one(m);
+        /* Not while connections wait: the idle ones (starting ones
+         * counted) are about to take them. */
+        if (queued_connections(m) == 0)
+            retire_one(m);
         m->spawn_rate = 1;
     } else if (idle < (unsigned)m->pool.cfg->min_spare &&
                live < (unsigned)m->pool.cfg->max_workers) {
