@@ -45,6 +45,10 @@
 #define TPC_MAX_THREADS             1024
 #define DEFAULT_MAX_WORKERS         256
 #define DEFAULT_BUSY_WARN_MS        60000
+/* The proactor's default dispatcher: Leader/Followers over one ring below
+ * this many usable CPUs, a ring per thread from it (one ring's completion
+ * queue is a serial point: docs/design/server_api.md). */
+#define RINGS_FROM_CPUS 3
 /* lf's default: a leader and a follower that takes over while it blocks. */
 #define THREADS_PER_GROUP 2
 /* cr_server_run looks for a stop made by another thread this often. */
@@ -154,7 +158,9 @@ static int normalise_processes(struct cr_server_config *c, int cpus)
     c->accept_lock = pick(accept_locks, c->accept_lock != NULL ? c->accept_lock : "pthread");
     if (c->accept_lock == NULL)
         return -EINVAL;
-    c->dispatch = pick(dispatchers, c->dispatch != NULL ? c->dispatch : "lf");
+    c->dispatch = pick(dispatchers, c->dispatch != NULL       ? c->dispatch
+                                    : cpus >= RINGS_FROM_CPUS ? "ring-per-thread"
+                                                              : "lf");
     if (c->dispatch == NULL)
         return -EINVAL;
     if (c->async_engine != NULL) {

@@ -164,7 +164,8 @@ const struct opts_def httpd_opt_defs[NOPTS] = {
     SECONDS("busy-warn", SCOPE_SERVER, server.busy_warn_ms,
             "prefork: log a worker busy on one connection longer\n(default 60)"),
     CHOICE("dispatch", SCOPE_SERVER, server.dispatch, dispatchers, "KIND",
-           "proactor: single, lf or ring-per-thread (default lf)"),
+           "proactor: single, lf or ring-per-thread (default\n"
+           "ring-per-thread on 3 CPUs or more, else lf)"),
     CHOICE("async-engine", SCOPE_SERVER, server.async_engine, async_engines, "KIND",
            "proactor: uring or emulated (default uring where it\nworks)"),
     SECONDS("header-timeout", SCOPE_SERVICE, http.header_timeout_ms,

@@ -91,7 +91,8 @@
 
 /* proactor (proactor.h). */
 #define CR_SERVER_PROACTOR_OPTIONS                                                                 \
-    const char *dispatch;     /* completion dispatcher: single|lf|ring-per-thread; NULL: lf */     \
+    const char *dispatch;     /* single|lf|ring-per-thread; NULL: lf on 1-2 usable CPUs, else  \
+                                 ring-per-thread */                                                \
     const char *async_engine; /* uring|emulated; NULL: uring where it works */
 
 #endif /* CABRANK_SERVER_OPTIONS_H */
