@@ -91,7 +91,7 @@
 
 /* proactor (proactor.h). */
 #define CR_SERVER_PROACTOR_OPTIONS                                                                 \
-    const char *dispatch;     /* single|lf|ring-per-thread; NULL: lf on 1-2 usable CPUs, else  \
+    const char *dispatch;     /* single|lf|ring-per-thread; NULL: lf on 1-2 usable CPUs, else      \
                                  ring-per-thread */                                                \
     const char *async_engine; /* uring|emulated; NULL: uring where it works */
 
