@@ -1,9 +1,13 @@
 /*
  * test_models.c - the service conformance tests: the line and echo services
  * (tests/support/services.h) run in-process under cr_server on 127.0.0.1:0,
- * once for every model of cr_server_models() and, for lf, every promotion
- * order of cr_lf_pool_promotions(); each (model, promotion) pair is one loop
- * iteration. Covers concurrent clients, pipelining across memory, zero-copy
+ * once for every variant models_suite() lists: every model of
+ * cr_server_models(); for lf, every promotion order of
+ * cr_lf_pool_promotions(), deferred promotion, two handle sets (groups, a
+ * follower set each or one shared: multiple_leaders) and the poll and select
+ * backends; reactor and hshr over poll; the proactor's dispatchers over its
+ * engines. Each variant is one loop iteration. Covers concurrent clients,
+ * every handle set accepting and serving, pipelining across memory, zero-copy
  * and file output, half-closed and vanishing clients, a slow reader, a
  * blocking handler, the idle timeout, max_connections, graceful stop with a
  * request in flight, immediate stop, protocol errors, counters, signals
@@ -23,6 +27,7 @@
  * prefork's threads per worker) and graceful restarts. Waits that expect something scale with
  * CK_TIMEOUT_MULTIPLIER (TSan); waits that expect nothing do not.
  */
+#include <cabrank/handle_set.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/proactor.h>
 #include <cabrank/server.h>
@@ -48,7 +53,10 @@ struct variant {
     const char *model;
     const char *promotion; /* lf only */
     unsigned delay_us;     /* lf only: promotion delay */
+    int groups;            /* lf only: handle sets, always named (0 elsewhere) */
+    bool multiple_leaders; /* lf only, with groups > 1 */
     unsigned busy_poll_us; /* reactor, lf, hshr */
+    const char *backend;   /* reactor, lf, hshr: handle set; NULL: the default */
     const char *dispatch;  /* proactor only */
     const char *engine;    /* proactor only */
 };
@@ -87,6 +95,25 @@ static bool is_prefork(const struct variant *v)
     return strcmp(v->model, "prefork") == 0;
 }
 
+/* The variant in words, for failure messages: "lf/lifo groups=2 shared". */
+static const char *describe(const struct variant *v, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%s%s", v->model, v->promotion != NULL ? "/" : "",
+             v->promotion != NULL ? v->promotion : "");
+    if (v->delay_us != 0)
+        snprintf(buf + strlen(buf), size - strlen(buf), " delay=%u", v->delay_us);
+    if (v->busy_poll_us != 0)
+        snprintf(buf + strlen(buf), size - strlen(buf), " busy_poll=%u", v->busy_poll_us);
+    if (v->groups != 0)
+        snprintf(buf + strlen(buf), size - strlen(buf), " groups=%d%s", v->groups,
+                 v->multiple_leaders ? " shared" : "");
+    if (v->backend != NULL)
+        snprintf(buf + strlen(buf), size - strlen(buf), " %s", v->backend);
+    if (v->dispatch != NULL)
+        snprintf(buf + strlen(buf), size - strlen(buf), " %s/%s", v->dispatch, v->engine);
+    return buf;
+}
+
 /*
  * Fills in what a test left 0. Prefork: a connection holds a worker thread
  * while it is open, so two workers of two threads serve four connections at
@@ -99,7 +126,10 @@ static void set_defaults(const struct variant *v, struct cr_server_config *cfg)
     cfg->model = v->model;
     cfg->promotion = v->promotion;
     cfg->promotion_delay_us = v->delay_us;
+    cfg->groups = v->groups;
+    cfg->multiple_leaders = v->multiple_leaders;
     cfg->busy_poll_us = v->busy_poll_us;
+    cfg->backend = v->backend;
     cfg->dispatch = v->dispatch;
     cfg->async_engine = v->engine;
     cfg->listen[0] = "127.0.0.1:0";
@@ -119,6 +149,7 @@ static void set_defaults(const struct variant *v, struct cr_server_config *cfg)
 
 static void fx_start_cfg(struct fixture *f, int i, bool echo, struct cr_server_config cfg)
 {
+    char name[128];
     char addr[64];
     char *colon;
     int err;
@@ -129,9 +160,8 @@ static void fx_start_cfg(struct fixture *f, int i, bool echo, struct cr_server_c
     ck_assert_int_eq(err, 0);
     set_defaults(f->v, &cfg);
     err = cr_server_create(&f->s, &cfg, &f->t.svc);
-    ck_assert_msg(err == 0, "model %s%s%s: cr_server_create: %s", f->v->model,
-                  f->v->promotion != NULL ? "/" : "",
-                  f->v->promotion != NULL ? f->v->promotion : "", strerror(-err));
+    ck_assert_msg(err == 0, "%s: cr_server_create: %s", describe(f->v, name, sizeof(name)),
+                  strerror(-err));
     ck_assert_int_eq(cr_server_listeners(f->s), 1);
     ck_assert_int_eq(cr_server_address(f->s, 0, addr, sizeof(addr)), 0);
     colon = strrchr(addr, ':');
@@ -461,33 +491,103 @@ END_TEST
 
 /* ------------------------------------------------------------------ blocking and time */
 
+/*
+ * The handle set (lf group) that accepted a connection just answered, from
+ * what cr_server_stats' group_accepted gained since *before (taken before it
+ * connected; nothing else connects meanwhile); 0 for a model without sets.
+ */
+static unsigned accepting_set(struct fixture *f, const struct cr_server_stats *before)
+{
+    struct cr_server_stats st;
+
+    cr_server_stats(f->s, &st, NULL, 0);
+    ck_assert_uint_eq(st.groups, before->groups);
+    for (unsigned g = 0; g < st.groups && g < 64; g++) {
+        if (st.group_accepted[g] > before->group_accepted[g])
+            return g;
+    }
+    ck_assert_msg(st.groups == 0, "no handle set counts the connection");
+    return 0;
+}
+
+#define MAX_SETS       4  /* handle sets a variant may name */
+#define MAX_PAIR_TRIES 32 /* clients opened to find two in each set */
+
+/*
+ * Opens clients, each answered once, until every handle set accepted two
+ * (pair[set][0] and [1]; a model without sets counts as one), closing the
+ * ones a set has no use for; returns the number of sets. 32 clients over two
+ * sets leave one with fewer than two at odds of 33 in 2^31.
+ */
+static unsigned open_pairs(struct fixture *f, struct cr_test_client pair[MAX_SETS][2])
+{
+    struct cr_server_stats st;
+    unsigned have[MAX_SETS] = {0};
+    unsigned nsets;
+    unsigned done = 0;
+
+    cr_server_stats(f->s, &st, NULL, 0);
+    nsets = st.groups > 0 ? st.groups : 1;
+    ck_assert_uint_le(nsets, MAX_SETS);
+    for (int i = 0; done < nsets; i++) {
+        struct cr_test_client cl;
+        unsigned set;
+
+        ck_assert_msg(i < MAX_PAIR_TRIES, "%d clients, and a handle set accepted fewer than two",
+                      MAX_PAIR_TRIES);
+        cr_server_stats(f->s, &st, NULL, 0);
+        open_client(f, &cl);
+        expect_reply(&cl, "b0 ECHO warm", "b0 OK warm");
+        set = accepting_set(f, &st);
+        if (have[set] == 2) {
+            cr_test_client_close(&cl);
+            continue;
+        }
+        pair[set][have[set]++] = cl;
+        if (have[set] == 2)
+            done++;
+    }
+    return nsets;
+}
+
+/*
+ * A sleeper in every handle set at once: each set's other connection is
+ * answered meanwhile, by the followers of its own set (or, with
+ * multiple_leaders, the shared ones).
+ */
 START_TEST(blocking_handler_does_not_stall_other_clients)
 {
     struct fixture f;
-    struct cr_test_client sleeper;
-    struct cr_test_client other;
+    struct cr_test_client pair[MAX_SETS][2];
+    char name[128];
+    unsigned nsets;
+    uint64_t started;
     uint64_t t0;
     uint64_t took;
 
     fx_start(&f, _i, false);
-    open_client(&f, &sleeper);
-    open_client(&f, &other);
-    expect_reply(&other, "b0 ECHO warm", "b0 OK warm");
-    ck_assert_int_eq(cr_test_client_send(&sleeper, "b1 SLEEP 800\n"), 0);
-    ck_assert(wait_counter(&f.t.n->started, 2, cr_test_tmo(3000)));
+    nsets = open_pairs(&f, pair);
+    started = cr_test_svc_get(&f.t.n->started);
+    for (unsigned g = 0; g < nsets; g++)
+        ck_assert_int_eq(cr_test_client_send(&pair[g][0], "b1 SLEEP 800\n"), 0);
+    ck_assert(wait_counter(&f.t.n->started, started + nsets, cr_test_tmo(3000)));
     t0 = cr_test_now_ms();
-    expect_reply(&other, "b2 ECHO meanwhile", "b2 OK meanwhile");
+    for (unsigned g = 0; g < nsets; g++)
+        expect_reply(&pair[g][1], "b2 ECHO meanwhile", "b2 OK meanwhile");
     took = cr_test_now_ms() - t0;
     if (is_threaded(&f)) {
-        /* Answered while the sleeper still sleeps. */
-        ck_assert_msg(took < 600, "%s: other client waited %llu ms", f.v->model,
-                      (unsigned long long)took);
-        ck_assert(is_quiet(sleeper.fd, 0));
+        /* Answered while the sleepers still sleep. */
+        ck_assert_msg(took < 600, "%s: the other clients waited %llu ms",
+                      describe(f.v, name, sizeof(name)), (unsigned long long)took);
+        for (unsigned g = 0; g < nsets; g++)
+            ck_assert(is_quiet(pair[g][0].fd, 0));
     }
-    /* Under "reactor" the loop stalls (documented); both are still answered. */
-    expect_line(&sleeper, "b1 OK");
-    cr_test_client_close(&sleeper);
-    cr_test_client_close(&other);
+    /* Under "reactor" the loop stalls (documented); all are still answered. */
+    for (unsigned g = 0; g < nsets; g++) {
+        expect_line(&pair[g][0], "b1 OK");
+        cr_test_client_close(&pair[g][0]);
+        cr_test_client_close(&pair[g][1]);
+    }
     fx_finish(&f);
 }
 END_TEST
@@ -782,6 +882,25 @@ static void check_scoreboard(struct fixture *f, uint64_t requests)
     ck_assert_uint_ge(st.processes, 1);
 }
 
+/*
+ * The handle sets cr_server_stats reports: as many as an lf variant names,
+ * and together they accepted every connection (a model without sets
+ * reports none).
+ */
+static void check_sets(const struct fixture *f, const struct cr_server_stats *st)
+{
+    uint64_t sum = 0;
+
+    if (f->v->groups != 0)
+        ck_assert_uint_eq(st->groups, (unsigned)f->v->groups);
+    ck_assert_uint_le(st->groups, 64);
+    if (st->groups == 0)
+        return;
+    for (unsigned g = 0; g < st->groups; g++)
+        sum += st->group_accepted[g];
+    ck_assert_uint_eq(sum, st->accepted);
+}
+
 START_TEST(stats_count_connections_and_bytes)
 {
     struct fixture f;
@@ -810,6 +929,7 @@ START_TEST(stats_count_connections_and_bytes)
     ck_assert_uint_ge(n, 1);
     ck_assert_uint_eq(st.workers, n);
     ck_assert_uint_eq(st.accepted, 3);
+    check_sets(&f, &st);
     ck_assert_uint_eq(st.open_connections, 3);
     ck_assert_uint_ge(st.bytes_in, 3 * strlen("t1 ECHO counted\n"));
     ck_assert_uint_ge(st.bytes_out, 3 * strlen("t1 OK counted\n"));
@@ -829,6 +949,49 @@ START_TEST(stats_count_connections_and_bytes)
     while (open_connections(f.s) != 0 && cr_test_now_ms() < deadline)
         usleep(1000);
     ck_assert_uint_eq(open_connections(f.s), 0);
+    fx_finish(&f);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ handle sets */
+
+#define SPREAD_CLIENTS 64
+#define SPREAD_BATCH   THREADS /* tpc serves this many connections at once */
+
+/*
+ * Connections arriving in batches are each served, and the handle sets
+ * account for all of them: with several, the kernel spreads them by
+ * 4-tuple hash over the sets' SO_REUSEPORT copies, so each set accepts some
+ * (all 64 on one of two sets has odds of 2^-63) and serves them.
+ */
+START_TEST(every_handle_set_accepts_and_serves)
+{
+    struct fixture f;
+    struct cr_test_client cl[SPREAD_BATCH];
+    struct cr_server_stats st;
+    char name[128];
+    char req[64];
+    char want[64];
+
+    fx_start(&f, _i, false);
+    for (int i = 0; i < SPREAD_CLIENTS; i += SPREAD_BATCH) {
+        for (int k = 0; k < SPREAD_BATCH; k++)
+            open_client(&f, &cl[k]);
+        for (int k = 0; k < SPREAD_BATCH; k++) {
+            snprintf(req, sizeof(req), "a%d ECHO %d", i + k, i + k);
+            snprintf(want, sizeof(want), "a%d OK %d", i + k, i + k);
+            expect_reply(&cl[k], req, want);
+        }
+        for (int k = 0; k < SPREAD_BATCH; k++)
+            cr_test_client_close(&cl[k]);
+    }
+    ck_assert_uint_eq(cr_test_svc_get(&f.t.n->requests), SPREAD_CLIENTS);
+    cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.accepted, SPREAD_CLIENTS);
+    check_sets(&f, &st);
+    for (unsigned g = 0; g < st.groups && st.groups > 1; g++)
+        ck_assert_msg(st.group_accepted[g] > 0, "%s: handle set %u of %u accepted none",
+                      describe(f.v, name, sizeof(name)), g, st.groups);
     fx_finish(&f);
 }
 END_TEST
@@ -946,6 +1109,7 @@ START_TEST(run_turns_signals_into_callbacks_and_stop)
     struct cr_test_client fresh = {.fd = -1};
     struct cr_server_config cfg = {.on_hup = on_hup, .signal_arg = &job};
     pthread_t th;
+    char name[128];
     char addr[64];
     uint64_t deadline;
     int err;
@@ -955,7 +1119,8 @@ START_TEST(run_turns_signals_into_callbacks_and_stop)
     ck_assert_int_eq(cr_test_line_init(&f.t), 0);
     set_defaults(f.v, &cfg);
     err = cr_server_create(&f.s, &cfg, &f.t.svc);
-    ck_assert_msg(err == 0, "model %s: cr_server_create: %s", f.v->model, strerror(-err));
+    ck_assert_msg(err == 0, "%s: cr_server_create: %s", describe(f.v, name, sizeof(name)),
+                  strerror(-err));
     ck_assert_int_eq(cr_server_address(f.s, 0, addr, sizeof(addr)), 0);
     f.port = (uint16_t)atoi(strrchr(addr, ':') + 1);
     job.s = f.s;
@@ -1005,10 +1170,50 @@ END_TEST
 
 /* ------------------------------------------------------------------ suite */
 
-static void add_variant(const char *model, const char *promotion)
+static void add_variant(struct variant v)
 {
-    if (nvariants < MAX_VARIANTS)
-        variants[nvariants++] = (struct variant){.model = model, .promotion = promotion};
+    if (nvariants >= MAX_VARIANTS) {
+        fprintf(stderr, "test_models: more than %d variants\n", MAX_VARIANTS);
+        abort();
+    }
+    variants[nvariants++] = v;
+}
+
+/*
+ * lf: every promotion order, deferred promotion (cabrank-httpd's, with a
+ * delay short against the tests' waits) with and without a busy poll, all
+ * over one handle set; then two sets (each with its own SO_REUSEPORT copy
+ * of the listener and THREADS / 2 followers) under deferred promotion, under
+ * lifo-lockfree (an idle word per set), and with one follower set leading
+ * both (multiple_leaders); then one set over each other backend. Groups are
+ * always named, as cr_server's default for 0 is not this suite's concern.
+ */
+static void add_lf_variants(const char *model)
+{
+    for (const char *const *p = cr_lf_pool_promotions(); *p != NULL; p++)
+        add_variant((struct variant){.model = model, .promotion = *p, .groups = 1});
+    add_variant(
+        (struct variant){.model = model, .promotion = "lifo", .delay_us = 1000, .groups = 1});
+    add_variant((struct variant){
+        .model = model, .promotion = "lifo", .delay_us = 1000, .busy_poll_us = 200, .groups = 1});
+    add_variant(
+        (struct variant){.model = model, .promotion = "lifo", .delay_us = 1000, .groups = 2});
+    add_variant((struct variant){.model = model, .promotion = "lifo-lockfree", .groups = 2});
+    add_variant((struct variant){
+        .model = model, .promotion = "lifo", .groups = 2, .multiple_leaders = true});
+    for (const char *const *b = cr_handle_set_backends() + 1; *b != NULL; b++)
+        add_variant(
+            (struct variant){.model = model, .promotion = "lifo", .groups = 1, .backend = *b});
+}
+
+/* Whether the handle set backend exists here. */
+static bool has_backend(const char *name)
+{
+    for (const char *const *b = cr_handle_set_backends(); *b != NULL; b++) {
+        if (strcmp(*b, name) == 0)
+            return true;
+    }
+    return false;
 }
 
 /* proactor: every dispatcher over every engine that works here (io_uring
@@ -1026,9 +1231,8 @@ static void add_proactor_variants(const char *model)
             continue;
         cr_proactor_destroy(p);
         for (size_t d = 0; d < sizeof(dispatchers) / sizeof(dispatchers[0]); d++) {
-            if (nvariants < MAX_VARIANTS)
-                variants[nvariants++] = (struct variant){
-                    .model = model, .dispatch = dispatchers[d], .engine = engines[e]};
+            add_variant(
+                (struct variant){.model = model, .dispatch = dispatchers[d], .engine = engines[e]});
         }
     }
 }
@@ -1051,21 +1255,14 @@ Suite *models_suite(void)
     nvariants = 0;
     for (const char *const *m = cr_server_models(); *m != NULL; m++) {
         if (strcmp(*m, "lf") == 0) {
-            for (const char *const *p = cr_lf_pool_promotions(); *p != NULL; p++)
-                add_variant(*m, *p);
-            /* Deferred promotion (cabrank-httpd's default), with a delay
-             * short against the tests' waits. */
-            if (nvariants < MAX_VARIANTS)
-                variants[nvariants++] =
-                    (struct variant){.model = *m, .promotion = "lifo", .delay_us = 1000};
-            /* And with a busy poll before the leader sleeps. */
-            if (nvariants < MAX_VARIANTS)
-                variants[nvariants++] = (struct variant){
-                    .model = *m, .promotion = "lifo", .delay_us = 1000, .busy_poll_us = 200};
+            add_lf_variants(*m);
         } else if (strcmp(*m, "proactor") == 0) {
             add_proactor_variants(*m);
         } else {
-            add_variant(*m, NULL);
+            add_variant((struct variant){.model = *m});
+            /* The single-threaded loop and hshr's reactor over poll too. */
+            if ((strcmp(*m, "reactor") == 0 || strcmp(*m, "hshr") == 0) && has_backend("poll"))
+                add_variant((struct variant){.model = *m, .backend = "poll"});
         }
     }
     add_loop(s, "concurrent", serves_many_concurrent_clients);
@@ -1081,6 +1278,7 @@ Suite *models_suite(void)
     add_loop(s, "immediate_stop", immediate_stop_closes_everything);
     add_loop(s, "echo", echo_service_echoes_every_byte);
     add_loop(s, "stats", stats_count_connections_and_bytes);
+    add_loop(s, "handle_sets", every_handle_set_accepts_and_serves);
     add_loop(s, "stress", never_serves_a_connection_on_two_threads);
     add_loop(s, "run", run_turns_signals_into_callbacks_and_stop);
     return s;
