@@ -6,7 +6,7 @@
  * thread. Owns the listeners it opened, a copy of the configuration, the
  * model and the server-wide counters the model updates.
  *
- * Under lf with groups > 1 and no inherited socket, each address is opened
+ * Under lf or hshr with groups > 1 and no inherited socket, each address is opened
  * once per group with SO_REUSEPORT, the copies on the port the first one
  * got (so port 0 works), and the model gets them grouped (listen_groups in
  * model_internal.h); the first copy of each is the one cr_server_listeners
@@ -253,7 +253,7 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
  * SO_REUSEPORT copy of each address per group. */
 /*
  * How many copies of each listener the model takes (model_internal.h): lf
- * with groups > 1, one per handle set, over the server's own sockets (the
+ * or hshr with groups > 1, one per handle set, over the server's own sockets (the
  * caller's are shared by every group); prefork with accept_lock reuseport,
  * the master's and one per worker index (its own accept queue, which a
  * successor takes over), inherited sockets too. 1: no copies.
@@ -262,7 +262,8 @@ static unsigned listen_groups_for(const struct cr_server *s, const struct cr_ser
 {
     if (strcmp(s->cfg.model, "prefork") == 0 && strcmp(s->cfg.accept_lock, "reuseport") == 0)
         return (unsigned)s->cfg.workers + 1;
-    if (strcmp(s->cfg.model, "lf") != 0 || s->cfg.groups <= 1)
+    if ((strcmp(s->cfg.model, "lf") != 0 && strcmp(s->cfg.model, "hshr") != 0) ||
+        s->cfg.groups <= 1)
         return 1;
     if (s->cfg.groups > s->cfg.threads)
         return 1; /* the model refuses it: open nothing more */

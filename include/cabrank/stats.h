@@ -19,7 +19,8 @@
 
 struct cr_worker_stats {
     enum cr_role role;
-    unsigned group;  /* lf: the handle set whose group it is in; CR_WORKER_ANY_GROUP */
+    unsigned group;  /* lf: the handle set whose group it is in; hshr with groups > 1:
+                        its set; else CR_WORKER_ANY_GROUP */
     uint64_t events; /* events or jobs handled */
     uint64_t role_ns[CR_ROLE_COUNT]; /* time spent in each role */
 };
@@ -36,9 +37,10 @@ struct cr_server_stats {
     uint64_t promotions; /* lf */
     uint64_t deferred;   /* lf with a promotion delay: cr_lf_pool_deferrals() */
     uint64_t taken_over;
-    uint64_t queue_depth; /* hshr */
-    /* lf: its handle sets (reactors), and the connections each one accepted,
-     * in group order (0 and none for other models). */
+    uint64_t queue_depth; /* hshr: the jobs queued, over every set */
+    /* lf, and hshr with groups > 1: its handle sets (reactors), and the
+     * connections each one accepted, in group order (0 and none for other
+     * models). */
     unsigned groups;
     uint64_t group_accepted[CR_SERVER_MAX_GROUPS];
     /* Requests the service reported (cr_conn_request_done), server-wide. */

@@ -5,7 +5,7 @@
  * the timers itself, and queues each ready connection on a bounded
  * synchronized job queue; a pool of `threads` worker threads takes the jobs
  * and serves them. cr_server (src/server.c) drives it through
- * cr__model_hshr_ops. Owns the reactor, the queue, the listener and the
+ * cr__model_hshr_ops. Owns the reactors, the queues, the listeners and the
  * worker threads; the connections, their deadline timers, the connection
  * limit and graceful stop are model_reactive.c's (shared with the reactor
  * and lf models, so only the hand-off differs when the models are compared).
@@ -60,7 +60,25 @@
  * one. Stats list the workers first (index = the cr_conn_worker() index)
  * and the listener last; queue_depth is the jobs queued now.
  *
- * Lock order: the queue's lock is a leaf; no other lock is held across a
+ * Sets (`groups` = G > 1): G independent copies of the above, each with its
+ * own reactor, listener thread, job queue and threads / G workers (the
+ * first sets take the remainder); fewer threads than sets is -EINVAL. Over
+ * listeners it opened itself, cr_server opens each address once per set
+ * with SO_REUSEPORT (env->listen_groups) and each set's reactor accepts on
+ * its own copies, so the kernel spreads new connections over the sets; over
+ * inherited sockets every set accepts on every socket. A connection stays
+ * in the set that accepted it: its events reach only that set's listener,
+ * which queues them on its own queue (the set is the listener's
+ * thread-local), for that set's workers. The sets share the reactive
+ * connection set, so the connection limit, the timeouts and the stop are
+ * server-wide. Each listener closes its own queue when it leaves; the stop's
+ * stopped() stops every reactor, and an immediate stop closes every queue.
+ * Stats: the workers of every set (set order), then the G listeners, each
+ * with its set (cr_worker_stats.group); groups and group_accepted per set;
+ * the queue depth is the sum. With one set, groups is 0 (no sets). Why per-set queues:
+ * docs/design/hshr.md.
+ *
+ * Lock order: the queues' locks are leaves; no other lock is held across a
  * push or pop.
  */
 #include <cabrank/clock.h>
@@ -82,9 +100,18 @@ struct hshr_job {
     unsigned events; /* CR_EV_* */
 };
 
-/* One thread: a worker or the listener. */
+/* One listener, its reactor, its queue and its workers. */
+struct hshr_set {
+    /* Immutable after create. */
+    struct cr_reactor *r;      /* also the model's reactors[idx] */
+    struct cr_job_queue *jobs; /* of struct hshr_job */
+    unsigned idx;
+};
+
+/* One thread: a worker or a listener. */
 struct hshr_thread {
     struct cr_model *m;
+    struct hshr_set *set;
     unsigned idx;
     pthread_t thread;
     /* Written by this thread, read by stats (role_internal.h). */
@@ -94,30 +121,48 @@ struct hshr_thread {
 struct cr_model {
     /* Immutable after create. */
     const struct cr_model_env *env;
-    struct cr_reactor *r;
     struct cr__reactive *rs;
-    struct cr_job_queue *jobs; /* of struct hshr_job */
+    struct hshr_set sets[CR_SERVER_MAX_GROUPS];
+    struct cr_reactor *reactors[CR_SERVER_MAX_GROUPS]; /* sets[i].r, for the reactive set */
+    unsigned nsets;
     unsigned nworkers;
-    struct hshr_thread *threads; /* nworkers workers, then the listener */
+    /* nworkers workers (set by set), then a listener per set. */
+    struct hshr_thread *threads;
 
     /* Owner thread only (start, wait, destroy). */
-    unsigned nstarted; /* workers started */
-    bool listener_started;
+    unsigned nstarted;   /* workers started */
+    unsigned nlisteners; /* listeners started */
     bool joined;
 
     /* Atomic: an immediate stop was requested; workers drop queued jobs.
-     * Relaxed: the queue's close, which follows it, publishes it. */
+     * Relaxed: the queues' close, which follows it, publishes it. */
     int immediate;
 };
 
 /* The worker index of the calling thread, for cr_conn_worker(). Set once by
  * each worker; 0 on other threads. */
 static __thread unsigned tl_worker;
+/* The set of the calling listener: where defer_conn queues. */
+static __thread struct hshr_set *tl_set;
 
 static bool is_immediate(const struct cr_model *m)
 {
     return __atomic_load_n(&m->immediate, __ATOMIC_RELAXED) != 0;
 }
+
+/* Ends the listeners and workers at once; any thread. */
+static void stop_immediately(struct cr_model *m)
+{
+    /* Before the close: a worker that sees its queue closed drops. */
+    __atomic_store_n(&m->immediate, 1, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < m->nsets; i++) {
+        /* Wakes a listener blocked on a full queue. */
+        cr__job_queue_close(m->sets[i].jobs);
+        cr_reactor_stop(m->sets[i].r);
+    }
+}
+
+static void hshr_stop(struct cr_model *m, bool graceful);
 
 /* ------------------------------------------------------------------ threads */
 
@@ -130,7 +175,7 @@ static void *worker_main(void *arg)
     tl_worker = t->idx;
     cr__role_set(&t->clock, CR_ROLE_IDLE);
     /* Fails only once the queue is closed and drained. */
-    while (cr__job_queue_pop(m->jobs, &job) == 0) {
+    while (cr__job_queue_pop(t->set->jobs, &job) == 0) {
         if (is_immediate(m))
             continue; /* cr__reactive_destroy closes its connection */
         cr__role_set(&t->clock, CR_ROLE_PROCESSING);
@@ -146,29 +191,30 @@ static void *listener_main(void *arg)
 {
     struct hshr_thread *t = arg;
     struct cr_model *m = t->m;
+    struct hshr_set *set = t->set;
 
+    tl_set = set;
     cr__role_set(&t->clock, CR_ROLE_LISTENER);
     /* An immediate stop also stops the reactor, but may not have yet. */
-    while (!cr_reactor_is_stopped(m->r) && !is_immediate(m)) {
+    while (!cr_reactor_is_stopped(set->r) && !is_immediate(m)) {
         struct cr_reactor_event ev;
-        int n = cr_reactor_next(m->r, -1, &ev);
+        int n = cr_reactor_next(set->r, -1, &ev);
 
         if (n < 0) {
             CR_LOG(CR_LOG_ERROR, "hshr: waiting for events: %s", strerror(-n));
-            /* Without a listener nothing progresses: end everything. */
-            __atomic_store_n(&m->immediate, 1, __ATOMIC_RELAXED);
-            cr__reactive_stop(m->rs, false);
+            /* Without a listener its set cannot progress: end everything. */
+            hshr_stop(m, false);
             break;
         }
         if (n == 0)
             continue; /* a wake-up: stop, or a registration */
         cr__role_event(&t->clock);
         /* Accepts and timers run here; a connection goes to defer_conn. */
-        cr_reactor_dispatch(m->r, &ev);
+        cr_reactor_dispatch(set->r, &ev);
     }
     cr__role_set(&t->clock, CR_ROLE_STOPPED);
-    /* Workers handle (or, immediate, drop) what is queued, then leave. */
-    cr__job_queue_close(m->jobs);
+    /* Its workers handle (or, immediate, drop) what is queued, then leave. */
+    cr__job_queue_close(set->jobs);
     return NULL;
 }
 
@@ -180,93 +226,127 @@ static unsigned current_worker(void *arg)
     return tl_worker;
 }
 
-/* model_reactive's connection handler, on the listener: queue the ready
- * connection for a worker. */
+/* model_reactive's connection handler, on the listener of the connection's
+ * set (only listeners dispatch): queue the ready connection for a worker of
+ * that set. */
 static void defer_conn(struct cr__reactive_conn *rc, unsigned events, void *arg)
 {
-    struct cr_model *m = arg;
     struct hshr_job job = {.rc = rc, .events = events};
 
+    CR_UNUSED(arg);
     /* Blocks while the queue is full: the backpressure (file comment). Fails
      * only once an immediate stop closed the queue: the job is dropped and
      * cr__reactive_destroy closes rc. */
-    if (cr__job_queue_push(m->jobs, &job) < 0)
+    if (cr__job_queue_push(tl_set->jobs, &job) < 0)
         CR_LOG(CR_LOG_DEBUG, "hshr: stopping; connection event dropped");
 }
 
-/* The stop is complete: end the listener's loop. Any thread. */
+/* The stop is complete: end every listener's loop. Any thread. */
 static void on_stopped(void *arg)
 {
     struct cr_model *m = arg;
 
-    cr_reactor_stop(m->r);
+    for (unsigned i = 0; i < m->nsets; i++)
+        cr_reactor_stop(m->sets[i].r);
 }
 
 /* ------------------------------------------------------------------ model ops */
 
-static void hshr_stop(struct cr_model *m, bool graceful);
-static int hshr_wait(struct cr_model *m);
+static void hshr_destroy(struct cr_model *m);
+
+/* Workers of set i of nsets: threads / nsets, the first sets one more. */
+static unsigned set_workers(unsigned threads, unsigned nsets, unsigned i)
+{
+    return threads / nsets + (i < threads % nsets ? 1 : 0);
+}
+
+/* Creates the sets' reactors and queues and lays out the threads. */
+static int create_sets(struct cr_model *m, size_t qsize)
+{
+    unsigned w = 0;
+
+    for (unsigned i = 0; i < m->nsets; i++) {
+        struct hshr_set *set = &m->sets[i];
+        struct hshr_thread *listener = &m->threads[m->nworkers + i];
+        int err;
+
+        set->idx = i;
+        err = cr__job_queue_create(&set->jobs, qsize, sizeof(struct hshr_job));
+        if (err < 0)
+            return err;
+        err = cr_reactor_create(&set->r, &m->env->reactor);
+        if (err < 0)
+            return err;
+        m->reactors[i] = set->r;
+        for (unsigned k = set_workers(m->nworkers, m->nsets, i); k > 0; k--, w++)
+            m->threads[w] = (struct hshr_thread){.m = m, .set = set, .idx = w};
+        *listener = (struct hshr_thread){.m = m, .set = set, .idx = m->nworkers + i};
+    }
+    return 0;
+}
 
 static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
 {
     struct cr__reactive_config rscfg = {
         .env = env,
-        .nreactors = 1,
         .worker = current_worker,
         .stopped = on_stopped,
         .defer = defer_conn,
     };
     unsigned nworkers = env->cfg->threads > 0 ? (unsigned)env->cfg->threads : 1;
+    unsigned nsets = env->cfg->groups > 0 ? (unsigned)env->cfg->groups : 1;
     size_t qsize = env->cfg->queue_size > 0 ? (size_t)env->cfg->queue_size : 1024;
     struct cr_model *m;
     int err;
 
     *out = NULL;
+    if (nsets > CR_SERVER_MAX_GROUPS || nsets > nworkers)
+        return -EINVAL; /* every set needs a worker */
     m = calloc(1, sizeof(*m));
     if (m == NULL)
         return -ENOMEM;
     m->env = env;
     m->nworkers = nworkers;
-    m->threads = calloc(nworkers + 1, sizeof(*m->threads));
+    m->nsets = nsets;
+    m->threads = calloc(nworkers + nsets, sizeof(*m->threads));
     if (m->threads == NULL) {
         err = -ENOMEM;
-        goto out_free;
+        goto out_destroy;
     }
-    for (unsigned i = 0; i <= nworkers; i++) {
-        m->threads[i].m = m;
-        m->threads[i].idx = i;
-    }
-    err = cr__job_queue_create(&m->jobs, qsize, sizeof(struct hshr_job));
+    err = create_sets(m, qsize);
     if (err < 0)
-        goto out_free_threads;
-    err = cr_reactor_create(&m->r, &env->reactor);
-    if (err < 0)
-        goto out_destroy_jobs;
-    rscfg.reactors = &m->r;
+        goto out_destroy;
+    rscfg.reactors = m->reactors;
+    rscfg.nreactors = nsets;
     rscfg.arg = m;
     err = cr__reactive_create(&m->rs, &rscfg);
     if (err < 0)
-        goto out_destroy_reactor;
+        goto out_destroy;
     *out = m;
     return 0;
 
-out_destroy_reactor:
-    cr_reactor_destroy(m->r);
-out_destroy_jobs:
-    cr__job_queue_destroy(m->jobs);
-out_free_threads:
-    free(m->threads);
-out_free:
-    free(m);
+out_destroy:
+    hshr_destroy(m);
     return err;
+}
+
+static int hshr_wait(struct cr_model *m)
+{
+    if (m->joined)
+        return 0;
+    for (unsigned i = 0; i < m->nlisteners; i++)
+        pthread_join(m->threads[m->nworkers + i].thread, NULL);
+    for (unsigned i = 0; i < m->nstarted; i++)
+        pthread_join(m->threads[i].thread, NULL);
+    m->joined = true;
+    return 0;
 }
 
 static int hshr_start(struct cr_model *m)
 {
-    struct hshr_thread *listener = &m->threads[m->nworkers];
     int err = 0;
 
-    /* Workers first: the listener has somewhere to put its first event. */
+    /* Workers first: a listener has somewhere to put its first event. */
     for (; m->nstarted < m->nworkers; m->nstarted++) {
         struct hshr_thread *t = &m->threads[m->nstarted];
 
@@ -274,61 +354,50 @@ static int hshr_start(struct cr_model *m)
         if (err < 0)
             goto out_stop;
     }
-    err = -pthread_create(&listener->thread, NULL, listener_main, listener);
-    if (err < 0)
-        goto out_stop;
-    m->listener_started = true;
+    for (; m->nlisteners < m->nsets; m->nlisteners++) {
+        struct hshr_thread *t = &m->threads[m->nworkers + m->nlisteners];
+
+        err = -pthread_create(&t->thread, NULL, listener_main, t);
+        if (err < 0)
+            goto out_stop;
+    }
     return 0;
 
 out_stop:
-    /* Leave nothing running: the queue's close ends the started workers. */
-    __atomic_store_n(&m->immediate, 1, __ATOMIC_RELAXED);
-    cr__job_queue_close(m->jobs);
-    for (unsigned i = 0; i < m->nstarted; i++)
-        pthread_join(m->threads[i].thread, NULL);
+    /* Leave nothing running: the stop ends the listeners started, the
+     * queues' close the workers. */
+    stop_immediately(m);
+    (void)hshr_wait(m);
     m->nstarted = 0;
+    m->nlisteners = 0;
+    m->joined = false;
     return err;
 }
 
 static void hshr_stop(struct cr_model *m, bool graceful)
 {
-    if (!graceful) {
-        /* Before the close: a worker that sees the queue closed drops. */
-        __atomic_store_n(&m->immediate, 1, __ATOMIC_RELAXED);
-        /* Wakes a listener blocked on a full queue. */
-        cr__job_queue_close(m->jobs);
-        /* stopped() runs once; a graceful stop may have made it run with
-         * busy connections still open. */
-        cr_reactor_stop(m->r);
-    }
+    /* stopped() runs once; a graceful stop may have made it run with busy
+     * connections still open. */
+    if (!graceful)
+        stop_immediately(m);
     cr__reactive_stop(m->rs, graceful);
-}
-
-static int hshr_wait(struct cr_model *m)
-{
-    if (m->joined)
-        return 0;
-    if (m->listener_started)
-        pthread_join(m->threads[m->nworkers].thread, NULL);
-    for (unsigned i = 0; i < m->nstarted; i++)
-        pthread_join(m->threads[i].thread, NULL);
-    m->joined = true;
-    return 0;
 }
 
 static void hshr_destroy(struct cr_model *m)
 {
     if (m == NULL)
         return;
-    if (m->listener_started && !m->joined) {
+    if (m->nlisteners > 0 && !m->joined) {
         hshr_stop(m, false);
         (void)hshr_wait(m);
     }
-    /* Jobs left in the queue are deferred events never handled: the
+    /* Jobs left in the queues are deferred events never handled: the
      * reactive set closes their connections. */
     cr__reactive_destroy(m->rs);
-    cr_reactor_destroy(m->r);
-    cr__job_queue_destroy(m->jobs);
+    for (unsigned i = 0; i < m->nsets; i++) {
+        cr_reactor_destroy(m->sets[i].r);
+        cr__job_queue_destroy(m->sets[i].jobs);
+    }
     free(m->threads);
     free(m);
 }
@@ -337,12 +406,20 @@ static unsigned hshr_stats(const struct cr_model *m, struct cr_server_stats *st,
                            struct cr_worker_stats *workers, unsigned max)
 {
     uint64_t now = cr_clock_now_ns();
-    unsigned n = m->nworkers + 1;
+    unsigned n = m->nworkers + m->nsets;
 
-    if (st != NULL)
-        st->queue_depth = cr__job_queue_depth(m->jobs);
-    for (unsigned i = 0; i < n && i < max; i++)
+    st->queue_depth = 0;
+    for (unsigned i = 0; i < m->nsets; i++)
+        st->queue_depth += cr__job_queue_depth(m->sets[i].jobs);
+    /* One listener is the classic model, without sets. */
+    st->groups = m->nsets > 1 ? m->nsets : 0;
+    for (unsigned i = 0; i < st->groups; i++)
+        st->group_accepted[i] = cr__reactive_accepted(m->rs, i);
+    for (unsigned i = 0; i < n && i < max; i++) {
         cr__role_read(&m->threads[i].clock, now, &workers[i]);
+        if (m->nsets > 1)
+            workers[i].group = m->threads[i].set->idx;
+    }
     return n;
 }
 

@@ -23,8 +23,8 @@ struct cr_model_env {
      * nlisten addresses, each open listen_groups times, group-major:
      * listen_fds[g * nlisten + i] is group g's socket for address i.
      * listen_groups is 1 (one socket per address, for every thread) except
-     * under lf with groups > 1 over listeners the server opened itself:
-     * then cfg->groups SO_REUSEPORT copies, one per handle set (reactor),
+     * under lf or hshr with groups > 1 over listeners the server opened
+     * itself: then cfg->groups SO_REUSEPORT copies, one per handle set (reactor),
      * and group g's reactor accepts on its own copies only; and under
      * prefork with accept_lock reuseport: cfg->workers + 1, group 0 shared
      * by every worker, group k + 1 the copy of worker index k.

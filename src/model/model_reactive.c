@@ -9,7 +9,7 @@
  * (cr__reactive_handle); stop runs on any thread. Owns the acceptors and the
  * connections; borrows the reactors, the listening sockets and the env.
  * Every reactor accepts on every listening socket, or, with grouped
- * listeners (env->listen_groups, the lf model's SO_REUSEPORT copies), on its
+ * listeners (env->listen_groups, the lf and hshr models' SO_REUSEPORT copies), on its
  * own group's copies only.
  *
  * One thread per connection at a time: the connection's fd is registered

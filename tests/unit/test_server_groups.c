@@ -1,15 +1,19 @@
 /*
- * test_server_groups.c - the lf model with groups > 1 over listeners the
- * server opens itself: each configured address is opened once per group with
- * SO_REUSEPORT (the copies on the first one's port, so port 0 works), and
- * each group's reactor accepts only on its own copy. Checks the sockets the
- * kernel lists (/proc/net/tcp), that clients are served and spread over the
- * groups (cr_server_stats' group_accepted), with one follower set per group
- * and with a shared one (multiple_leaders); that inherited sockets, groups =
- * 1 and the other models keep one socket per address; that impossible
- * groups are refused without leaving a socket open; and that groups left at
- * 0 give one set per CPU of the affinity mask (pinned in the forked test
- * process), fewer where threads are given, and one on one CPU.
+ * test_server_groups.c - the lf and hshr models with groups > 1 over
+ * listeners the server opens itself: each configured address is opened once
+ * per group with SO_REUSEPORT (the copies on the first one's port, so port 0
+ * works), and each group's reactor accepts only on its own copy. Checks the
+ * sockets the kernel lists (/proc/net/tcp), that clients are served and
+ * spread over the groups (cr_server_stats' group_accepted), under lf with one
+ * follower set per group and with a shared one (multiple_leaders) and under
+ * hshr (a listener, a job queue and workers per set); that inherited
+ * sockets, groups = 1 and the other models keep one socket per address; that
+ * impossible groups are refused without leaving a socket open; for hshr's
+ * sets, graceful and immediate stops with every set busy, and that a set
+ * whose workers are all blocked leaves the other set's clients served; and
+ * that groups left at 0 give lf one set per CPU of the affinity mask (pinned
+ * in the forked test process), fewer where threads are given, and one on one
+ * CPU.
  */
 #include <cabrank/cpu.h>
 #include <cabrank/listener.h>
@@ -102,14 +106,36 @@ static struct cr_server *create_server(const struct cr_server_config *cfg, struc
     return s;
 }
 
-/* Opens n clients to port at once, then has each answered, then closes
- * them: n connections accepted. */
-static void serve_clients(uint16_t port, int n)
+/* Client i's request `op` answered with `want` within timeout_ms. */
+static void expect_answer(struct cr_test_client *cl, int i, const char *op, const char *want,
+                          int timeout_ms)
+{
+    char req[64];
+    char got[256];
+    ssize_t len;
+
+    snprintf(req, sizeof(req), "c%d %s", i, op);
+    len = cr_test_client_request(cl, req, got, sizeof(got), timeout_ms);
+    ck_assert_msg(len >= 0, "client %d, %s: %s", i, op, strerror((int)-len));
+    ck_assert_str_eq(got, want);
+}
+
+/* Client i's ECHO answered. */
+static void expect_echo(struct cr_test_client *cl, int i)
+{
+    char op[32];
+    char want[64];
+
+    snprintf(op, sizeof(op), "ECHO %d", i);
+    snprintf(want, sizeof(want), "c%d OK %d", i, i);
+    expect_answer(cl, i, op, want, cr_test_tmo(3000));
+}
+
+/* Opens n clients to port at once, then has each answered: n connections
+ * accepted and open. */
+static struct cr_test_client *open_clients(uint16_t port, int n)
 {
     struct cr_test_client *cl = calloc((size_t)n, sizeof(*cl));
-    char req[64];
-    char want[64];
-    char got[256];
 
     ck_assert_ptr_nonnull(cl);
     for (int i = 0; i < n; i++) {
@@ -117,18 +143,22 @@ static void serve_clients(uint16_t port, int n)
 
         ck_assert_msg(err == 0, "client %d: connect: %s", i, strerror(-err));
     }
-    for (int i = 0; i < n; i++) {
-        ssize_t len;
+    for (int i = 0; i < n; i++)
+        expect_echo(&cl[i], i);
+    return cl;
+}
 
-        snprintf(req, sizeof(req), "c%d ECHO %d", i, i);
-        snprintf(want, sizeof(want), "c%d OK %d", i, i);
-        len = cr_test_client_request(&cl[i], req, got, sizeof(got), cr_test_tmo(3000));
-        ck_assert_msg(len >= 0, "client %d: %s", i, strerror((int)-len));
-        ck_assert_str_eq(got, want);
-    }
+static void close_clients(struct cr_test_client *cl, int n)
+{
     for (int i = 0; i < n; i++)
         cr_test_client_close(&cl[i]);
     free(cl);
+}
+
+/* Opens n clients, has each answered, closes them. */
+static void serve_clients(uint16_t port, int n)
+{
+    close_clients(open_clients(port, n), n);
 }
 
 /* Stops (gracefully), waits, destroys, and checks the service's books. */
@@ -143,15 +173,19 @@ static void finish(struct cr_server *s, struct cr_test_svc *t)
     cr_test_svc_fini(t);
 }
 
-/* _i: 0 = a follower set per group, 1 = one shared (multiple_leaders). */
+/* The models with sets: _i 0 = lf, 1 = hshr. */
+static const char *const grouped[] = {"lf", "hshr"};
+
+/* _i: 0 = lf with a follower set per group, 1 = hshr, 2 = lf with one
+ * shared follower set (multiple_leaders). */
 START_TEST(groups_accept_on_their_own_reuseport_copies)
 {
     struct cr_server_config cfg = {
-        .model = "lf",
+        .model = grouped[_i % 2],
         .listen = {"127.0.0.1:0"},
         .threads = THREADS,
         .groups = 2,
-        .multiple_leaders = _i == 1,
+        .multiple_leaders = _i == 2,
     };
     struct cr_server_stats st;
     struct cr_test_svc t;
@@ -178,7 +212,7 @@ END_TEST
 START_TEST(every_address_gets_a_copy_per_group)
 {
     struct cr_server_config cfg = {
-        .model = "lf",
+        .model = grouped[_i],
         .listen = {"127.0.0.1:0", "127.0.0.1:0"},
         .threads = THREADS,
         .groups = 2,
@@ -208,7 +242,7 @@ START_TEST(groups_share_an_inherited_listener)
 {
     struct cr_listener_config lc = {.address = "127.0.0.1:0"};
     struct cr_server_config cfg = {
-        .model = "lf",
+        .model = grouped[_i],
         .threads = THREADS,
         .groups = 2,
     };
@@ -236,14 +270,16 @@ START_TEST(groups_share_an_inherited_listener)
 }
 END_TEST
 
-/* _i: 0 = lf with groups 1, 1 = hshr (groups is lf's). */
+/* _i: 0 = lf with groups 1, 1 = hshr with groups 1, 2 = reactor, a model
+ * without sets, with groups 2. */
 START_TEST(one_socket_per_address_otherwise)
 {
+    static const char *const models[] = {"lf", "hshr", "reactor"};
     struct cr_server_config cfg = {
-        .model = _i == 0 ? "lf" : "hshr",
+        .model = models[_i],
         .listen = {"127.0.0.1:0"},
         .threads = THREADS,
-        .groups = _i == 0 ? 1 : 2,
+        .groups = _i == 2 ? 2 : 1,
     };
     struct cr_test_svc t;
     struct cr_server *s = create_server(&cfg, &t, 1);
@@ -254,16 +290,16 @@ START_TEST(one_socket_per_address_otherwise)
 }
 END_TEST
 
-/* _i: 0 = more groups than threads (refused before any copy is opened),
- * 1 = more than CR_SERVER_MAX_GROUPS (refused by the model, after the
- * copies). */
+/* _i % 2: 0 = more groups than threads (refused before any copy is
+ * opened), 1 = more than CR_SERVER_MAX_GROUPS (refused by the model, after
+ * the copies); _i / 2: lf, hshr. */
 START_TEST(refuses_impossible_groups_and_closes_the_copies)
 {
     struct cr_server_config cfg = {
-        .model = "lf",
+        .model = grouped[_i / 2],
         .listen = {"127.0.0.1:0", "127.0.0.1:0"},
-        .threads = _i == 0 ? 2 : CR_SERVER_MAX_GROUPS + 1,
-        .groups = _i == 0 ? 3 : CR_SERVER_MAX_GROUPS + 1,
+        .threads = _i % 2 == 0 ? 2 : CR_SERVER_MAX_GROUPS + 1,
+        .groups = _i % 2 == 0 ? 3 : CR_SERVER_MAX_GROUPS + 1,
     };
     struct cr_test_svc t;
     struct cr_server *s = NULL;
@@ -374,6 +410,183 @@ START_TEST(other_models_default_to_the_usable_cpus)
 }
 END_TEST
 
+/* ------------------------------------------------------------------ hshr's sets */
+
+/* An hshr server of `threads` (even, at most THREADS) workers in two sets on
+ * 127.0.0.1:0, started, with CLIENTS clients open and answered, spread over
+ * both sets. */
+static struct cr_server *start_hshr(int threads, struct cr_test_svc *t, struct cr_test_client **cl)
+{
+    struct cr_server_config cfg = {
+        .model = "hshr",
+        .listen = {"127.0.0.1:0"},
+        .threads = threads,
+        .groups = 2,
+    };
+    struct cr_worker_stats w[THREADS + 2];
+    struct cr_server_stats st;
+    struct cr_server *s = create_server(&cfg, t, 2);
+
+    ck_assert_int_eq(cr_server_start(s), 0);
+    *cl = open_clients(server_port(s, 0), CLIENTS);
+    /* The workers set by set, half each, then the two listeners. */
+    ck_assert_uint_eq(cr_server_stats(s, &st, w, THREADS + 2), (unsigned)threads + 2);
+    for (int i = 0; i < threads; i++)
+        ck_assert_uint_eq(w[i].group, (unsigned)(i / (threads / 2)));
+    ck_assert_uint_eq(w[threads].group, 0);
+    ck_assert_uint_eq(w[threads + 1].group, 1);
+    ck_assert_uint_eq(st.groups, 2);
+    ck_assert_uint_gt(st.group_accepted[0], 0);
+    ck_assert_uint_gt(st.group_accepted[1], 0);
+    return s;
+}
+
+/* Waits up to timeout_ms for *counter to reach want. */
+static bool wait_counter(const uint64_t *counter, uint64_t want, int timeout_ms)
+{
+    uint64_t end = cr_test_now_ms() + (uint64_t)timeout_ms;
+
+    while (cr_test_svc_get(counter) < want) {
+        if (cr_test_now_ms() > end)
+            return false;
+        usleep(2000);
+    }
+    return true;
+}
+
+/* The set of the worker that answers client i's next request, of nworkers
+ * (cr_worker_stats.group). */
+static unsigned client_set(struct cr_server *s, struct cr_test_client *cl, int i, unsigned nworkers)
+{
+    struct cr_worker_stats before[THREADS + 2];
+    struct cr_worker_stats after[THREADS + 2];
+    struct cr_server_stats st;
+    unsigned worker = nworkers;
+
+    /* The workers, then a listener per set. */
+    ck_assert_uint_eq(cr_server_stats(s, &st, before, THREADS + 2), nworkers + 2);
+    expect_echo(cl, i);
+    cr_server_stats(s, &st, after, THREADS + 2);
+    for (unsigned w = 0; w < nworkers; w++) {
+        if (after[w].events != before[w].events) {
+            ck_assert_uint_eq(worker, nworkers); /* one job, one worker */
+            worker = w;
+        }
+    }
+    ck_assert_uint_lt(worker, nworkers);
+    ck_assert_uint_lt(after[worker].group, 2);
+    return after[worker].group;
+}
+
+/* Two clients of each set: of[set][k], client indices. Each client answers
+ * one more request (2 * CLIENTS started in all). */
+static void two_per_set(struct cr_server *s, struct cr_test_client *cl, unsigned nworkers,
+                        int of[2][2])
+{
+    for (int k = 0; k < 4; k++)
+        of[k / 2][k % 2] = -1;
+    for (int i = 0; i < CLIENTS; i++) {
+        unsigned set = client_set(s, &cl[i], i, nworkers);
+
+        if (of[set][0] < 0)
+            of[set][0] = i;
+        else if (of[set][1] < 0)
+            of[set][1] = i;
+    }
+    for (int k = 0; k < 4; k++)
+        ck_assert_int_ge(of[k / 2][k % 2], 0);
+}
+
+static void expect_line(struct cr_test_client *cl, const char *want)
+{
+    char line[64];
+
+    ck_assert_int_ge(cr_test_client_line(cl, line, sizeof(line), cr_test_tmo(3000)), 0);
+    ck_assert_str_eq(line, want);
+}
+
+/* A request in flight in each set: a graceful stop answers both, closes
+ * every connection and returns well within the grace period. */
+START_TEST(hshr_graceful_stop_finishes_requests_in_every_set)
+{
+    struct cr_test_svc t;
+    struct cr_test_client *cl;
+    struct cr_server *s = start_hshr(THREADS, &t, &cl);
+    int of[2][2];
+    uint64_t t0;
+
+    two_per_set(s, cl, THREADS, of);
+    ck_assert_int_eq(cr_test_client_send(&cl[of[0][0]], "a SLEEP 300\n"), 0);
+    ck_assert_int_eq(cr_test_client_send(&cl[of[1][0]], "b SLEEP 300\n"), 0);
+    ck_assert(wait_counter(&t.n->started, 2 * CLIENTS + 2, cr_test_tmo(3000)));
+    t0 = cr_test_now_ms();
+    cr_server_stop(s, true);
+    expect_line(&cl[of[0][0]], "a OK");
+    expect_line(&cl[of[1][0]], "b OK");
+    for (int i = 0; i < CLIENTS; i++)
+        ck_assert_int_eq(cr_test_client_eof(&cl[i], cr_test_tmo(3000)), 0);
+    ck_assert_int_eq(cr_server_wait(s), 0);
+    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)cr_test_tmo(3000));
+    close_clients(cl, CLIENTS);
+    finish(s, &t);
+}
+END_TEST
+
+/* An immediate stop with a request in flight in one set and half a request
+ * in the other: every connection of both sets closed, the books balanced. */
+START_TEST(hshr_immediate_stop_closes_every_set)
+{
+    struct cr_test_svc t;
+    struct cr_test_client *cl;
+    struct cr_server *s = start_hshr(THREADS, &t, &cl);
+    int of[2][2];
+
+    two_per_set(s, cl, THREADS, of);
+    ck_assert_int_eq(cr_test_client_send(&cl[of[0][0]], "a SLEEP 200\n"), 0);
+    ck_assert_int_eq(cr_test_client_send(&cl[of[1][0]], "b ECHO hal"), 0);
+    ck_assert(wait_counter(&t.n->started, 2 * CLIENTS + 1, cr_test_tmo(3000)));
+    cr_server_stop(s, false);
+    ck_assert_int_eq(cr_server_wait(s), 0);
+    cr_server_destroy(s);
+    for (int i = 0; i < CLIENTS; i++) {
+        if (i != of[0][0]) /* may have its answer first */
+            ck_assert_int_eq(cr_test_client_eof(&cl[i], cr_test_tmo(3000)), 0);
+    }
+    close_clients(cl, CLIENTS);
+    ck_assert_uint_eq(cr_test_svc_get(&t.n->overlaps), 0);
+    ck_assert_uint_eq(cr_test_svc_get(&t.n->opened), cr_test_svc_get(&t.n->closed));
+    ck_assert_uint_eq(cr_test_svc_outstanding(&t), 0);
+    cr_test_svc_fini(&t);
+}
+END_TEST
+
+/* Two sets of one worker each: while set 0's worker sleeps in a handler, a
+ * client of set 1 is answered at once. (Set 0's other clients wait for the
+ * sleeper: a connection stays in its set.) */
+START_TEST(hshr_blocked_set_leaves_the_other_served)
+{
+    struct cr_test_svc t;
+    struct cr_test_client *cl;
+    struct cr_server *s = start_hshr(2, &t, &cl);
+    int of[2][2];
+    uint64_t t0;
+    uint64_t took;
+
+    two_per_set(s, cl, 2, of);
+    ck_assert_int_eq(cr_test_client_send(&cl[of[0][0]], "a SLEEP 800\n"), 0);
+    ck_assert(wait_counter(&t.n->started, 2 * CLIENTS + 1, cr_test_tmo(3000)));
+    t0 = cr_test_now_ms();
+    expect_echo(&cl[of[1][0]], of[1][0]);
+    expect_echo(&cl[of[1][1]], of[1][1]);
+    took = cr_test_now_ms() - t0;
+    ck_assert_msg(took < 600, "the other set's clients waited %llu ms", (unsigned long long)took);
+    expect_echo(&cl[of[0][1]], of[0][1]);
+    expect_line(&cl[of[0][0]], "a OK");
+    close_clients(cl, CLIENTS);
+    finish(s, &t);
+}
+END_TEST
+
 Suite *server_groups_suite(void);
 
 Suite *server_groups_suite(void)
@@ -382,11 +595,17 @@ Suite *server_groups_suite(void)
     TCase *tc = tcase_create("reuseport");
 
     tcase_set_timeout(tc, TEST_TIMEOUT);
-    tcase_add_loop_test(tc, groups_accept_on_their_own_reuseport_copies, 0, 2);
-    tcase_add_test(tc, every_address_gets_a_copy_per_group);
-    tcase_add_test(tc, groups_share_an_inherited_listener);
-    tcase_add_loop_test(tc, one_socket_per_address_otherwise, 0, 2);
-    tcase_add_loop_test(tc, refuses_impossible_groups_and_closes_the_copies, 0, 2);
+    tcase_add_loop_test(tc, groups_accept_on_their_own_reuseport_copies, 0, 3);
+    tcase_add_loop_test(tc, every_address_gets_a_copy_per_group, 0, 2);
+    tcase_add_loop_test(tc, groups_share_an_inherited_listener, 0, 2);
+    tcase_add_loop_test(tc, one_socket_per_address_otherwise, 0, 3);
+    tcase_add_loop_test(tc, refuses_impossible_groups_and_closes_the_copies, 0, 4);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("hshr_sets");
+    tcase_set_timeout(tc, TEST_TIMEOUT);
+    tcase_add_test(tc, hshr_graceful_stop_finishes_requests_in_every_set);
+    tcase_add_test(tc, hshr_immediate_stop_closes_every_set);
+    tcase_add_test(tc, hshr_blocked_set_leaves_the_other_served);
     suite_add_tcase(s, tc);
     tc = tcase_create("auto");
     tcase_set_timeout(tc, TEST_TIMEOUT);
