@@ -112,9 +112,10 @@ const struct opts_def httpd_opt_defs[NOPTS] = {
                          "the client would wake it, more CPU (default 0)"),
      .scope = SCOPE_SERVER},
     {OPTS_DEF_NUM("groups", struct httpd_options, server.groups, 1, CR_SERVER_MAX_GROUPS, "auto|N",
-                  "lf: handle sets, each with its own listener and\n"
-                  "L/F group of threads; auto: one per CPU it may\n"
-                  "use (affinity mask, cgroup quota), or --threads/2\n"
+                  "lf, hshr: handle sets, each with its own listener and\n"
+                  "L/F group of threads (lf) or job queue and workers\n"
+                  "(hshr); auto: lf one per CPU it may use (affinity\n"
+                  "mask, cgroup quota), or --threads/2; hshr 1\n"
                   "(default auto)"),
      .scope = SCOPE_SERVER, .zero_word = "auto"},
     FLAG("multiple-leaders", SCOPE_SERVER, server.multiple_leaders,
