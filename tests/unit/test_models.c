@@ -5,8 +5,9 @@
  * cr_server_models(); for lf, every promotion order of
  * cr_lf_pool_promotions(), deferred promotion, two handle sets (groups, a
  * follower set each or one shared: multiple_leaders) and the poll and select
- * backends; reactor and hshr over poll; the proactor's dispatchers over its
- * engines. Each variant is one loop iteration. Covers concurrent clients,
+ * backends; reactor and hshr over poll; hshr with two sets (groups); the
+ * proactor's dispatchers over its engines. Each variant is one loop
+ * iteration. Covers concurrent clients,
  * every handle set accepting and serving, pipelining across memory, zero-copy
  * and file output, half-closed and vanishing clients, a slow reader, a
  * blocking handler, the idle timeout, max_connections, graceful stop with a
@@ -53,7 +54,7 @@ struct variant {
     const char *model;
     const char *promotion; /* lf only */
     unsigned delay_us;     /* lf only: promotion delay */
-    int groups;            /* lf only: handle sets, always named (0 elsewhere) */
+    int groups;            /* lf, hshr: handle sets (lf: always named; 0 elsewhere) */
     bool multiple_leaders; /* lf only, with groups > 1 */
     unsigned busy_poll_us; /* reactor, lf, hshr */
     const char *backend;   /* reactor, lf, hshr: handle set; NULL: the default */
@@ -1263,6 +1264,10 @@ Suite *models_suite(void)
             /* The single-threaded loop and hshr's reactor over poll too. */
             if ((strcmp(*m, "reactor") == 0 || strcmp(*m, "hshr") == 0) && has_backend("poll"))
                 add_variant((struct variant){.model = *m, .backend = "poll"});
+            /* hshr with two sets: a listener, a queue and THREADS / 2
+             * workers each, on their own SO_REUSEPORT copies. */
+            if (strcmp(*m, "hshr") == 0)
+                add_variant((struct variant){.model = *m, .groups = 2});
         }
     }
     add_loop(s, "concurrent", serves_many_concurrent_clients);
