@@ -66,7 +66,10 @@
  * keeps a follower to lead it while a handler blocks; threads 0 under lf is
  * then 2 per set. promotion_delay_us: with lifo, defer promotions until a
  * handler has run this long (cr_lf_pool_config); 0: promote before every
- * dispatch. multiple_leaders: with groups > 1, one follower set whose
+ * dispatch. hshr reads groups too: that many independent sets, each with
+ * its own listener thread, listener copies, job queue and threads/groups
+ * workers; 0 there is 1 (a listener per set loses on keep-alive,
+ * docs/design/hshr.md). multiple_leaders: with groups > 1, one follower set whose
  * threads lead any set without a leader (else each set has its own threads).
  */
 #define CR_SERVER_LF_OPTIONS                                                                       \
