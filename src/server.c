@@ -15,6 +15,7 @@
 #include <cabrank/clock.h>
 #include <cabrank/cpu.h>
 #include <cabrank/handle_set.h>
+#include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
 #include <cabrank/server.h>
@@ -49,8 +50,6 @@
  * this many usable CPUs, a ring per thread from it (one ring's completion
  * queue is a serial point: docs/design/server_api.md). */
 #define RINGS_FROM_CPUS 3
-/* lf's default: a leader and a follower that takes over while it blocks. */
-#define THREADS_PER_GROUP 2
 /* cr_server_run looks for a stop made by another thread this often. */
 #define RUN_POLL_MS 200
 
@@ -178,21 +177,14 @@ static int normalise_processes(struct cr_server_config *c, int cpus)
  * leaves a follower to lead its set. threads 0 is THREADS_PER_GROUP per set.
  * Other models have one set or none: groups stays as given, 1 for 0.
  */
-static void normalise_groups(struct cr_server_config *c, bool is_lf, int cpus)
+static void normalise_groups(struct cr_server_config *c, bool is_lf)
 {
-    if (c->groups == 0 && is_lf) {
-        int by_threads = c->threads / THREADS_PER_GROUP;
-
-        c->groups = cpus;
-        if (c->threads > 0 && by_threads < c->groups)
-            c->groups = by_threads > 0 ? by_threads : 1;
-        if (c->groups > CR_SERVER_MAX_GROUPS)
-            c->groups = CR_SERVER_MAX_GROUPS;
-    }
+    if (c->groups == 0 && is_lf)
+        c->groups = (int)cr_lf_pool_default_sets((unsigned)c->threads, CR_SERVER_MAX_GROUPS);
     if (c->groups == 0)
         c->groups = 1;
     if (c->threads == 0 && is_lf)
-        c->threads = c->groups * THREADS_PER_GROUP;
+        c->threads = c->groups * CR_LF_POOL_THREADS_PER_SET;
 }
 
 /* Fills in the defaults server.h documents. -EINVAL for impossible values. */
@@ -219,7 +211,7 @@ static int normalise(struct cr_server *s, const struct cr_server_config *in)
         return -EINVAL;
     if (c->backlog == 0)
         c->backlog = DEFAULT_BACKLOG;
-    normalise_groups(c, strcmp(c->model, "lf") == 0, cpus);
+    normalise_groups(c, strcmp(c->model, "lf") == 0);
     if (c->threads == 0)
         c->threads = is_tpc ? TPC_MAX_THREADS : cpus;
     if (is_tpc && c->threads > TPC_MAX_THREADS)

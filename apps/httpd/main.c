@@ -12,7 +12,6 @@
  * the same. A bad flag or an unusable root is one line on stderr and exit
  * status 2.
  */
-#include <cabrank/cpu.h>
 #include <cabrank/handle_set.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
@@ -51,8 +50,9 @@ struct app {
  * the threads server.h's defaults give, lf's two per handle set at most. */
 static unsigned worker_slots(const struct cr_server_config *sc)
 {
-    unsigned sets = sc->groups > 0 ? (unsigned)sc->groups : (unsigned)cr_cpu_usable();
-    unsigned threads = sc->threads > 0 ? (unsigned)sc->threads : 2 * sets;
+    unsigned sets =
+        sc->groups > 0 ? (unsigned)sc->groups : cr_lf_pool_default_sets(0, CR_SERVER_MAX_GROUPS);
+    unsigned threads = sc->threads > 0 ? (unsigned)sc->threads : CR_LF_POOL_THREADS_PER_SET * sets;
 
     if (sc->model != NULL && strcmp(sc->model, "tpc") == 0 && sc->threads == 0)
         threads = 1024;

@@ -29,7 +29,6 @@
  */
 #include "gateway_internal.h"
 
-#include <cabrank/cpu.h>
 #include <cabrank/lf_pool.h>
 #include <cabrank/listener.h>
 #include <cabrank/log.h>
@@ -41,11 +40,8 @@
 #include <unistd.h>
 
 #define DEFAULT_LISTEN "127.0.0.1:7000"
-/* Threads per handle set by default: a follower covers a handler that
- * blocks (a long write to a slow client) while the leader waits. */
-#define THREADS_PER_SET 2
-#define DEFAULT_CONNS   2
-#define MAX_CONNS       64
+#define DEFAULT_CONNS  2
+#define MAX_CONNS      64
 /* Client input: many pipelined requests (a request frame is at most 64 bytes). */
 #define CLIENT_IN_CAP 8192
 /* Reads of one client per event, so a client that never pauses cannot hold a
@@ -448,19 +444,12 @@ static int size_sets(struct oltp_gateway_config *cfg)
 {
     unsigned n = cfg->groups;
 
-    if (n == 0) {
-        unsigned by_threads = cfg->threads / THREADS_PER_SET;
-
-        n = (unsigned)cr_cpu_usable(); /* as cr_server's lf: at most one per CPU */
-        if (cfg->threads != 0 && by_threads < n)
-            n = by_threads > 0 ? by_threads : 1;
-        if (n > OLTP_GATEWAY_MAX_SETS)
-            n = OLTP_GATEWAY_MAX_SETS;
-    }
+    if (n == 0)
+        n = cr_lf_pool_default_sets(cfg->threads, OLTP_GATEWAY_MAX_SETS);
     if (n > OLTP_GATEWAY_MAX_SETS)
         return -EINVAL;
     if (cfg->threads == 0)
-        cfg->threads = n * THREADS_PER_SET;
+        cfg->threads = n * CR_LF_POOL_THREADS_PER_SET;
     if (cfg->threads < n)
         return -EINVAL;
     cfg->groups = n;

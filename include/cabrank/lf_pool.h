@@ -64,6 +64,18 @@ struct cr_lf_waiter {
 /* Names of the promotion orders, NULL-terminated. Thread-safe. */
 const char *const *cr_lf_pool_promotions(void);
 
+/* A leader and a follower that leads while the leader's handler blocks. */
+#define CR_LF_POOL_THREADS_PER_SET 2
+
+/*
+ * The reactors (handle sets) a pool gets by default: one per CPU this
+ * process may use (cpu.h), or with threads given (> 0), threads /
+ * CR_LF_POOL_THREADS_PER_SET where that is fewer, so each set keeps a
+ * follower; at least 1, at most max. The threads then default to
+ * CR_LF_POOL_THREADS_PER_SET per set. Thread-safe.
+ */
+unsigned cr_lf_pool_default_sets(unsigned threads, unsigned max);
+
 /* Creates a pool; threads start with cr_lf_pool_start. -EINVAL for an unknown
  * promotion or no reactor, -ENOMEM. Thread-safe. */
 CR_MUST_CHECK int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *cfg);

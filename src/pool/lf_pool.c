@@ -590,6 +590,16 @@ int cr_lf_pool_self(const struct cr_lf_pool *p)
     return s != NULL && s->pool == p && s->idx < p->nthreads ? (int)s->idx : -1;
 }
 
+unsigned cr_lf_pool_default_sets(unsigned threads, unsigned max)
+{
+    unsigned n = (unsigned)cr_cpu_usable();
+    unsigned by_threads = threads / CR_LF_POOL_THREADS_PER_SET;
+
+    if (threads > 0 && by_threads < n)
+        n = by_threads > 0 ? by_threads : 1;
+    return n < max ? n : max;
+}
+
 unsigned cr_lf_pool_stats(const struct cr_lf_pool *p, uint64_t *promotions,
                           struct cr_worker_stats *workers, unsigned max)
 {
