@@ -43,7 +43,12 @@ TEST_CFLAGS = $(if $(filter tests/% bench/%,$<),-Itests/support)
 DEP_CFLAGS = $(shell pkg-config --cflags liburing sqlite3 libpq 2>/dev/null) \
              $(shell pkg-config --exists liburing 2>/dev/null && echo -DCR_HAVE_LIBURING) \
              $(shell pkg-config --exists libpq 2>/dev/null && echo -DCR_HAVE_LIBPQ)
-DEP_LIBS   = $(shell pkg-config --libs liburing 2>/dev/null) -lpthread -lm
+# What libcabrank itself links: the pkg-config modules among its dependencies that
+# are installed (LIB_MODULES) and system libraries (LIB_SYS_LIBS); cabrank.pc names
+# both for static links (Requires.private, Libs.private).
+LIB_MODULES  = $(shell pkg-config --exists liburing 2>/dev/null && echo liburing)
+LIB_SYS_LIBS := -lpthread -lm
+DEP_LIBS   = $(if $(LIB_MODULES),$(shell pkg-config --libs $(LIB_MODULES) 2>/dev/null)) $(LIB_SYS_LIBS)
 # Libraries only the applications need: SQLite and libpq for the ledger
 # (apps/oltp); their headers are found through DEP_CFLAGS.
 APP_LIBS   = $(shell pkg-config --libs sqlite3 libpq 2>/dev/null)
@@ -99,17 +104,21 @@ FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] te
                   examples/*.c apps/*/*.[ch] bench/*.[ch] bench/*/*.[ch] fuzz/*.c tools/*.c))
 
 # ---------------------------------------------------------------- dependencies
-# pkg-config module:Debian package, and command:Debian package.
+# pkg-config module:Debian package, and command:Debian package. clang-format only for
+# the format targets (and so `make test`), not to build or serve.
 PKG_DEPS := check:check liburing:liburing-dev sqlite3:libsqlite3-dev libpq:libpq-dev
-CMD_DEPS := pkg-config:pkg-config clang-format:clang-format
+CMD_DEPS := pkg-config:pkg-config
+FORMAT_CMD_DEPS := clang-format:clang-format
 # postgresql: the OLTP tests start a PostgreSQL server of their own (pg_ctlcluster is
 # the package's command on PATH; the tests run its initdb and postgres directly).
 TEST_CMD_DEPS := curl:curl chromium:chromium wrk:wrk pg_ctlcluster:postgresql
 
-.PHONY: deps deps-test
+.PHONY: deps deps-format deps-test
 deps:
 	@scripts/deps.sh "$(CMD_DEPS)" "$(PKG_DEPS)"
-deps-test: deps
+deps-format:
+	@scripts/deps.sh "$(FORMAT_CMD_DEPS)" ""
+deps-test: deps deps-format
 	@scripts/deps.sh "$(TEST_CMD_DEPS)" ""
 
 # ---------------------------------------------------------------- variants
@@ -198,12 +207,20 @@ $(BUILD)/libcabrank.so.$(SOVERSION): $(patsubst %.c,$(OBJ_release)/%.o,$(LIB_SRC
 $(BUILD)/libcabrank.so: $(BUILD)/libcabrank.so.$(SOVERSION)
 	ln -sf libcabrank.so.$(SOVERSION) $@
 
-$(BUILD)/cabrank.pc: Makefile
+# cabrank.pc names the directories of this make's PREFIX, LIBDIR and INCDIR (never
+# DESTDIR): it is written again whenever its text would change, so that `make install
+# PREFIX=/x` after a plain `make` installs one that says /x.
+pc_dir = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+PC_LINES = 'prefix=$(PREFIX)' 'libdir=$(call pc_dir,$(LIBDIR))' \
+  'includedir=$(call pc_dir,$(INCDIR))' '' 'Name: cabrank' \
+  'Description: concurrent request-processing server toolkit' 'Version: $(VERSION)' \
+  $(if $(LIB_MODULES),'Requires.private: $(LIB_MODULES)') 'Libs: -L$${libdir} -lcabrank' \
+  'Libs.private: $(LIB_SYS_LIBS)' 'Cflags: -I$${includedir}'
+.PHONY: FORCE
+$(BUILD)/cabrank.pc: FORCE | deps
 	@mkdir -p $(@D)
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCDIR)' '' \
-	  'Name: cabrank' 'Description: concurrent request-processing server toolkit' \
-	  'Version: $(VERSION)' 'Requires.private: liburing' 'Libs: -L$${libdir} -lcabrank' \
-	  'Libs.private: -lpthread -lm' 'Cflags: -I$${includedir}' > $@
+	@printf '%s\n' $(PC_LINES) > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@ && echo "wrote $@ (prefix=$(PREFIX))"; fi
 
 # Benchmarks: bench/<name>.c, linked with the test services.
 BENCH_SRCS := $(sort $(wildcard bench/*.c))
@@ -253,16 +270,17 @@ run-oltp: deps
 	@scripts/run-oltp.sh $(BUILD) $(OLTP_ADDR) $(OLTP_SECONDS) $(OLTP_CLIENTS)
 
 test: deps-test
-	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all fuzz-build
+	@$(MAKE) --no-print-directory -j$$(nproc) release-all asan-all tsan-all fuzz-build \
+	  $(BUILD)/libcabrank.so
 	@BUILD=$(BUILD) tests/run.sh
 # The three unit runners only (plain, ASan+UBSan, TSan).
 test-unit: deps-test
 	@$(MAKE) --no-print-directory -j$$(nproc) $(addsuffix /unit-tests,$(OUT_release) $(OUT_asan) $(OUT_tsan))
 	@BUILD=$(BUILD) tests/run.sh unit
 
-format:
+format: deps-format
 	clang-format -i $(FORMAT_FILES)
-format-check: deps
+format-check: deps-format
 	@clang-format --dry-run --Werror $(FORMAT_FILES) && echo "format-check: ok"
 
 compile_commands.json:
@@ -282,7 +300,11 @@ fuzz: $(FUZZ_BINS)
 	@for f in $(FUZZ_BINS); do t=$${f##*/}; mkdir -p $(BUILD)/fuzz/corpus/$$t; \
 	  $$f -max_total_time=$(FUZZ_SECONDS) -dict=fuzz/$$t.dict $(BUILD)/fuzz/corpus/$$t fuzz/corpus/$$t || exit 1; done
 
-install: all
+# What install copies, and only that: from a built tree it compiles nothing
+# (tests/install.sh checks it after `make test`).
+INSTALL_FILES := $(BUILD)/libcabrank.a $(BUILD)/libcabrank.so.$(SOVERSION) $(BUILD)/cabrank.pc \
+                 $(BUILD)/examples/reactor_echo $(addprefix $(BUILD)/,$(APP_PROGS))
+install: $(INSTALL_FILES)
 	install -d $(DESTDIR)$(INCDIR)/cabrank $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGDIR) $(DESTDIR)$(BINDIR)
 	install -m 644 $(HEADERS) $(DESTDIR)$(INCDIR)/cabrank/
 	install -m 644 $(BUILD)/libcabrank.a $(DESTDIR)$(LIBDIR)/
