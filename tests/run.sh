@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh - the whole test suite, run by `make test` after everything is built:
-# format check, the layout rules (tests/layout.sh), unit tests (plain,
-# ASan+UBSan, TSan), every integration
+# format check, the layout rules (tests/layout.sh), the installed library
+# through pkg-config (tests/install.sh), unit tests (plain, ASan+UBSan, TSan),
+# every integration
 # program under each variant, each under a timeout, then each fuzz target over
 # its corpus fuzz/corpus/<target>/ (one pass per target). Ends with one line
 # `tests: N passed, N failed` over everything, and fails if anything failed.
@@ -165,6 +166,19 @@ if tests/layout.sh; then
 else
     failed=$((failed + 1))
     failures+=("layout (tests/layout.sh)")
+fi
+
+# `make install` into a scratch DESTDIR, and an example built and run against it.
+echo
+echo "== install (tests/install.sh)"
+if BUILD=$B tests/install.sh >"$B/install.log" 2>&1; then
+    passed=$((passed + 1))
+    echo "PASS $(tail -n 1 "$B/install.log")"
+else
+    failed=$((failed + 1))
+    failures+=("install (tests/install.sh; log: $B/install.log)")
+    echo "FAIL install; its log ($B/install.log):"
+    tail -n 40 "$B/install.log" | sed 's/^/    /'
 fi
 fi
 
