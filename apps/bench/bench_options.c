@@ -9,6 +9,7 @@
 
 #include "canned.h"
 #include "driver.h"
+#include "report.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -34,6 +35,8 @@ static void usage(FILE *f)
         "                     reactor, tpc, forking, prefork, proactor:single, proactor:lf,\n"
         "                     proactor:ring-per-thread...; default: every model the server's\n"
         "                     --help lists, lf under lifo and fifo, proactor under each dispatch)\n"
+        "                     lf promotes at once; lf:lifo+defer defers promotion 5 ms\n"
+        "                     (cabrank-httpd's default) in both servers\n"
         "  --peers LIST       nginx, h2o, lighttpd, apache-event, apache-prefork\n"
         "                     (default: those installed); canned-epoll, canned-uring: this\n"
         "                     machine's floor, a canned answer to every request (only when\n"
@@ -47,6 +50,9 @@ static void usage(FILE *f)
         "  --open-connections N  line-open: connections (default 16)\n"
         "  --seconds S        per point (default 3; wrk rounds up to whole seconds)\n"
         "  --warmup S         wrk warm-up per HTTP server, not recorded (default 1, 0: none)\n"
+        "  --repeat N         passes over the points the claims compare, configurations in\n"
+        "                     alternating order, for the spread of each claim (default 3,\n"
+        "                     at most %d; the first pass measures every point)\n"
         "  --threads N        server threads (cabrank-httpd --threads; default its own)\n"
         "  --interval-clients N  interval: sequential clients measured (default 500)\n"
         "  --wrk-threads N    wrk threads (default 1; with --cores, one per load CPU)\n"
@@ -58,7 +64,7 @@ static void usage(FILE *f)
         "  --httpd PATH       cabrank-httpd (default: beside this program)\n"
         "  --out DIR          output directory (default bench/results)\n"
         "  --help             this text\n",
-        default_workloads);
+        default_workloads, BENCH_REPEAT_MAX);
 }
 
 static void bad(const char *what)
@@ -199,6 +205,8 @@ void bench_options_parse(struct bench_options *o, int argc, char **argv)
             o->seconds = parse_num(a, v, 0.1, 3600);
         } else if (strcmp(a, "--warmup") == 0) {
             o->warmup = parse_num(a, v, 0, 600);
+        } else if (strcmp(a, "--repeat") == 0) {
+            o->repeat = (int)parse_num(a, v, 1, BENCH_REPEAT_MAX);
         } else if (strcmp(a, "--threads") == 0) {
             o->threads = (int)parse_num(a, v, 1, 4096);
         } else if (strcmp(a, "--interval-clients") == 0) {
@@ -342,6 +350,7 @@ void bench_options_default_configs(struct bench_options *o)
         if (strcmp(w, "or") == 0 || strcmp(w, "and") == 0)
             continue;
         if (strcmp(w, "lf") == 0) {
+            add_config(o, "lf:lifo+defer");
             add_config(o, "lf:lifo");
             add_config(o, "lf:fifo");
         } else if (strcmp(w, "proactor") == 0) {
@@ -360,7 +369,9 @@ void bench_options_default_configs(struct bench_options *o)
 
 void bench_config_split(const char *spec, struct bench_config *c)
 {
+    static const char defer[] = "+defer";
     const char *colon = strchr(spec, ':');
+    size_t n;
 
     memset(c, 0, sizeof(*c));
     if (colon == NULL) {
@@ -369,6 +380,11 @@ void bench_config_split(const char *spec, struct bench_config *c)
     }
     snprintf(c->model, sizeof(c->model), "%.*s", (int)(colon - spec), spec);
     snprintf(c->option, sizeof(c->option), "%s", colon + 1);
+    n = strlen(c->option);
+    if (n >= sizeof(defer) - 1 && strcmp(c->option + n - (sizeof(defer) - 1), defer) == 0) {
+        c->option[n - (sizeof(defer) - 1)] = '\0';
+        c->defer = true;
+    }
 }
 
 /* The flag a config's option sets, by model. */

@@ -37,8 +37,12 @@ struct bench_options {
     unsigned wrk_threads;       /* 0: 1, or with --cores the load's CPUs */
     unsigned cores[MAX_POINTS]; /* --cores: server core counts; none: nothing pinned */
     int ncores;
+    int repeat;    /* --repeat: passes over the claims' points (1..BENCH_REPEAT_MAX) */
     char *command; /* the command line, for the report */
 };
+
+/* The promotion delay of a "+defer" lf config ("lf:lifo+defer"): cabrank-httpd's default. */
+#define BENCH_DEFER_US 5000
 
 /* Parses argv into o (whose defaults the caller set), checking every value; --help
  * prints the usage and exits 0, a bad flag says why and exits 2. */
@@ -51,17 +55,19 @@ char *bench_options_command(int argc, char **argv);
 /* o->httpd: cabrank-httpd beside this program, else build/cabrank-httpd. */
 void bench_options_default_httpd(struct bench_options *o);
 
-/* o->configs: every model o->httpd's --help lists, lf under lifo and fifo, proactor
- * under each dispatcher (strdup'd: the caller frees them). Exits 1 when it lists none. */
+/* o->configs: every model o->httpd's --help lists, lf under lifo (deferred and not) and
+ * fifo, proactor under each dispatcher (strdup'd: the caller frees them). Exits 1 when it lists
+ * none. */
 void bench_options_default_configs(struct bench_options *o);
 
-/* The parts of a config "model[:option]". */
+/* The parts of a config "model[:option]"; under lf the option may end in "+defer". */
 struct bench_config {
     char model[32];
     char option[32];
+    bool defer; /* lf: promotion deferred BENCH_DEFER_US ("+defer"), else promoted at once */
 };
 
-/* Splits a config "model[:option]" into c. */
+/* Splits a config "model[:option[+defer]]" into c. */
 void bench_config_split(const char *spec, struct bench_config *c);
 
 /* The flag a config's option sets, by model; NULL when the model takes none. */

@@ -5,7 +5,7 @@
  * a crash; fuzz/bench_csv.c fuzzes it. Single-threaded, no state between calls; owns nothing
  * but the rows it appends (freed by bench_rows_fini()).
  */
-#include "report.h"
+#include "report_internal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -127,7 +127,7 @@ static bool is_valid_name(const char *s)
     return n > 0 && n <= BENCH_NAME_MAX;
 }
 
-static int write_name(FILE *f, const char *s)
+int bench__csv_name(FILE *f, const char *s)
 {
     if (strpbrk(s, ",\"\r\n") == NULL)
         return fputs(s, f) == EOF ? -EIO : 0;
@@ -151,7 +151,7 @@ static bool is_writable(double v)
  * A number as plain decimal (never an exponent, which spreadsheets and awk scripts misread),
  * six decimals with the trailing zeros cut; not measured is the empty field.
  */
-static int write_number(FILE *f, double v)
+int bench__csv_number(FILE *f, double v)
 {
     char buf[64];
     int n;
@@ -191,27 +191,27 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
         return -ERANGE;
     if (!is_writable(split[0]) || !is_writable(split[1]))
         return -ERANGE;
-    err = write_name(f, row->workload);
+    err = bench__csv_name(f, row->workload);
     if (err == 0 && fputc(',', f) == EOF)
         err = -EIO;
     if (err == 0)
-        err = write_name(f, row->server);
+        err = bench__csv_name(f, row->server);
     if (err == 0 && fputc(',', f) == EOF)
         err = -EIO;
     if (err == 0)
-        err = write_name(f, row->config);
+        err = bench__csv_name(f, row->config);
     if (err == 0 && fprintf(f, ",%u", row->concurrency) < 0)
         err = -EIO;
     if (err == 0)
-        err = write_number(f, isnan(row->rate) ? 0 : row->rate);
+        err = bench__csv_number(f, isnan(row->rate) ? 0 : row->rate);
     for (size_t i = 0; err == 0 && i < sizeof(nums) / sizeof(nums[0]); i++)
-        err = write_number(f, nums[i]);
+        err = bench__csv_number(f, nums[i]);
     if (err == 0 && fprintf(f, ",%llu", (unsigned long long)row->errors) < 0)
         err = -EIO;
     if (err == 0)
-        err = write_number(f, row->seconds);
+        err = bench__csv_number(f, row->seconds);
     for (size_t i = 0; err == 0 && i < sizeof(split) / sizeof(split[0]); i++)
-        err = write_number(f, split[i]);
+        err = bench__csv_number(f, split[i]);
     /* Not pinned (no --cores) is the empty field. */
     if (err == 0 && (row->cores > 0 ? fprintf(f, ",%u", row->cores) < 0 : fputc(',', f) == EOF))
         err = -EIO;

@@ -57,6 +57,8 @@ int bench_line_server_start(const struct bench_options *o, const struct bench_co
         }
         if (strcmp(c->model, "lf") == 0 && c->option[0])
             cfg.promotion = c->option;
+        if (strcmp(c->model, "lf") == 0 && c->defer)
+            cfg.promotion_delay_us = BENCH_DEFER_US;
         if (strcmp(c->model, "proactor") == 0 && c->option[0])
             cfg.dispatch = c->option;
         if (strcmp(c->model, "prefork") == 0) {

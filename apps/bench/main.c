@@ -21,6 +21,7 @@
 #include "canned.h"
 #include "cores.h"
 #include "driver.h"
+#include "passes.h"
 #include "procstat.h"
 #include "report.h"
 
@@ -50,6 +51,7 @@ struct ctx {
     int point;
     int total;
     bool wrk;
+    int pass;           /* 0: every point; then the repetitions of the claims' points */
     unsigned cores;     /* the server's core count now (--cores); 0: not pinned */
     unsigned load_cpus; /* the load's CPUs then */
 };
@@ -89,13 +91,6 @@ static bool is_canned_workload(const char *w)
 static bool serves(const char *server, const char *w)
 {
     return !bench_is_canned(server) || is_canned_workload(w);
-}
-
-static int points_of(const struct bench_options *o, const char *w)
-{
-    if (strcmp(w, "interval") == 0)
-        return 1;
-    return strcmp(w, "line-open") == 0 ? o->nrates : o->nconc;
 }
 
 static void emit(struct ctx *x, const struct bench_row *row)
@@ -199,6 +194,8 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
 
     snprintf(path, sizeof(path), "/%s", strchr(w, ':') + 1);
     for (int i = 0; i < o->nconc && !stopping; i++) {
+        if (!bench_pass_measures(x->o, x->pass, w, o->conc[i]))
+            continue;
         struct bench_http_load l = {
             .port = s->port,
             .path = path,
@@ -299,6 +296,8 @@ static void http_workloads(struct ctx *x, const struct bench_server *s, const ch
     for (int i = 0; i < o->nworkloads && !stopping; i++) {
         const char *w = o->workloads[i];
 
+        if (!bench_pass_measures(x->o, x->pass, w, 0))
+            continue;
         if (!serves(server, w)) {
             fprintf(stderr, "cabrank-bench: %s answers hello.txt only: %s skipped\n", server, w);
             continue;
@@ -322,7 +321,7 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
 
         if (!is_line(w))
             continue;
-        for (int k = 0; k < points_of(o, w) && !stopping; k++) {
+        for (int k = 0; k < (open ? o->nrates : o->nconc) && !stopping; k++) {
             struct bench_line_load l = {
                 .port = s->port,
                 .connections = open ? o->open_connections : o->conc[k],
@@ -336,6 +335,8 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
             char pt[48];
             int err;
 
+            if (!bench_pass_measures(x->o, x->pass, w, l.connections))
+                continue;
             if (open)
                 snprintf(pt, sizeof(pt), "c=%u rate=%.0f", l.connections, l.rate);
             else
@@ -369,6 +370,7 @@ static int start_httpd(struct ctx *x, const struct bench_config *c, struct bench
     char threads[16];
     char workers[16];
     char maxw[16];
+    char delay[16];
     char *argv[40];
     const char *flag = bench_config_flag(c->model);
     int n = 0;
@@ -394,6 +396,12 @@ static int start_httpd(struct ctx *x, const struct bench_config *c, struct bench
         argv[n++] = (char *)flag;
         argv[n++] = (char *)c->option;
     }
+    /* lf's promotion as its config says, not cabrank-httpd's default. */
+    if (strcmp(c->model, "lf") == 0) {
+        snprintf(delay, sizeof(delay), "%.6f", c->defer ? BENCH_DEFER_US / 1e6 : 0.0);
+        argv[n++] = "--promotion-delay";
+        argv[n++] = delay;
+    }
     if (o->threads > 0) {
         snprintf(threads, sizeof(threads), "%d", o->threads);
         argv[n++] = "--threads";
@@ -417,10 +425,11 @@ static int start_httpd(struct ctx *x, const struct bench_config *c, struct bench
     return bench_server_spawn(argv, log, SPAWN_MS, s);
 }
 
-static bool any_workload(const struct bench_options *o, bool (*pred)(const char *))
+/* Whether this pass measures a workload of kind pred. */
+static bool any_workload(const struct ctx *x, bool (*pred)(const char *))
 {
-    for (int i = 0; i < o->nworkloads; i++) {
-        if (pred(o->workloads[i]))
+    for (int i = 0; i < x->o->nworkloads; i++) {
+        if (pred(x->o->workloads[i]) && bench_pass_measures(x->o, x->pass, x->o->workloads[i], 0))
             return true;
     }
     return false;
@@ -433,7 +442,7 @@ static void run_cabrank(struct ctx *x, const char *spec)
     int err;
 
     bench_config_split(spec, &c);
-    if (any_workload(x->o, is_http) && x->wrk && !stopping) {
+    if (any_workload(x, is_http) && x->wrk && !stopping) {
         err = start_httpd(x, &c, &s);
         if (err < 0) {
             fprintf(stderr,
@@ -445,7 +454,7 @@ static void run_cabrank(struct ctx *x, const char *spec)
             bench_server_stop(&s);
         }
     }
-    if (any_workload(x->o, is_line) && !stopping) {
+    if (any_workload(x, is_line) && !stopping) {
         err = bench_line_server_start(x->o, &c, &s);
         if (err < 0) {
             fprintf(stderr, "cabrank-bench: line server under %s did not start: skipped\n", spec);
@@ -494,7 +503,7 @@ static void run_peer(struct ctx *x, const char *name)
     uint16_t port;
     int err;
 
-    if (!any_workload(x->o, is_http) || !x->wrk || stopping)
+    if (!any_workload(x, is_http) || !x->wrk || stopping || x->pass > 0)
         return;
     if (bench_is_canned(name)) {
         run_canned(x, name);
@@ -527,13 +536,44 @@ static void run_peer(struct ctx *x, const char *name)
 
 /* ------------------------------------------------------------ main */
 
-/* Every configuration, then every peer, at the pinning in force. */
+/* Every configuration, then every peer, at the pinning in force; then --repeat - 1 passes
+ * over the claims' configurations and points. */
 static void sweep(struct ctx *x)
 {
-    for (int i = 0; i < x->o->nconfigs && !stopping; i++)
-        run_cabrank(x, x->o->configs[i]);
-    for (int i = 0; i < x->o->npeers && !stopping; i++)
-        run_peer(x, x->o->peers[i]);
+    for (x->pass = 0; x->pass < x->o->repeat && !stopping; x->pass++) {
+        for (int i = 0; i < x->o->nconfigs && !stopping; i++) {
+            int k = bench_pass_config(x->o, x->pass, i);
+
+            if (k >= 0)
+                run_cabrank(x, x->o->configs[k]);
+        }
+        for (int i = 0; i < x->o->npeers && !stopping; i++)
+            run_peer(x, x->o->peers[i]);
+    }
+    x->pass = 0;
+}
+
+/* The points of a sweep (for the progress lines). */
+static int sweep_points(struct ctx *x)
+{
+    int total = 0;
+
+    for (x->pass = 0; x->pass < x->o->repeat; x->pass++) {
+        for (int i = 0; i < x->o->nworkloads; i++) {
+            const char *w = x->o->workloads[i];
+
+            if (!is_line(w) && !x->wrk)
+                continue;
+            for (int k = 0; k < x->o->nconfigs; k++)
+                total += bench_pass_config(x->o, x->pass, k) >= 0
+                             ? bench_pass_points(x->o, x->pass, w)
+                             : 0;
+            for (int k = 0; k < x->o->npeers && !is_line(w) && x->pass == 0; k++)
+                total += serves(x->o->peers[k], w) ? bench_pass_points(x->o, x->pass, w) : 0;
+        }
+    }
+    x->pass = 0;
+    return total;
 }
 
 /* The sweep once per core count of the plan that fits, pinned; says what it skipped. */
@@ -627,6 +667,7 @@ int main(int argc, char **argv)
         .out_dir = "bench/results",
         .interval_clients = 500,
         .open_connections = 16,
+        .repeat = 3,
     };
     struct ctx x = {.o = &o};
     struct sigaction sa = {.sa_handler = on_signal};
@@ -672,7 +713,7 @@ int main(int argc, char **argv)
         }
     }
     x.wrk = bench_wrk_found();
-    if (!x.wrk && any_workload(&o, is_http))
+    if (!x.wrk && any_workload(&x, is_http))
         fprintf(stderr, "cabrank-bench: wrk not found: the HTTP workloads are skipped\n");
 
     signal(SIGPIPE, SIG_IGN);
@@ -712,17 +753,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    for (int i = 0; i < o.nworkloads; i++) {
-        const char *w = o.workloads[i];
-
-        if (is_line(w)) {
-            x.total += o.nconfigs * points_of(&o, w);
-        } else if (x.wrk) {
-            x.total += o.nconfigs * points_of(&o, w);
-            for (int k = 0; k < o.npeers; k++)
-                x.total += serves(o.peers[k], w) ? points_of(&o, w) : 0;
-        }
-    }
+    x.total = sweep_points(&x);
     if (o.ncores > 0)
         x.total *= plan.nrun;
     fprintf(stderr, "cabrank-bench: %d configurations, %d peers, %d points of %.1f s\n", o.nconfigs,
@@ -745,7 +776,8 @@ int main(int argc, char **argv)
     if (err < 0)
         fprintf(stderr, "cabrank-bench: report: %s\n", strerror(-err));
     else
-        fprintf(stderr, "cabrank-bench: %zu rows; %s/results.csv, results.md, plot-*.svg%s\n",
+        fprintf(stderr,
+                "cabrank-bench: %zu rows; %s/results.csv, results.md, claims.csv, plot-*.svg%s\n",
                 x.rows.len, o.out_dir, o.ncores > 0 ? ", scaling-*.svg" : "");
     bench_rows_fini(&x.rows);
     for (int i = 0; i < o.nconfigs; i++)

@@ -1,8 +1,8 @@
 /*
  * report.h - the reporting half of cabrank-bench: the results CSV (one row per measured point,
  * the interface between the driver that measures and the report that reads), the Markdown
- * report (a table per workload, the winners, the papers' claims) and the SVG plots (p99
- * latency against throughput, a line per series). The driver writes rows with
+ * report (a table per workload, the winners, the papers' claims, also as claims.csv) and the SVG
+ * plots (p99 latency against throughput, a line per series). The driver writes rows with
  * bench_csv_write_row() as it measures them, then calls bench_report_write_dir() (or each
  * writer) once at the end; the unit tests call the same functions. Single-threaded: every
  * function runs on the caller's thread and keeps no state between calls.
@@ -154,31 +154,68 @@ enum bench_verdict {
     BENCH_NOT_MEASURED = 0,
     BENCH_HELD,
     BENCH_NOT_HELD,
+    BENCH_NOT_SEPARABLE,
 };
 
-/* Text of a verdict: "held", "did not hold", "not measured". */
+/* Text of a verdict: "held", "not held", "not separable", "not measured". */
 const char *bench_verdict_name(enum bench_verdict v);
+
+/* Most repetitions of a point that a claim pairs (--repeat's limit). */
+#define BENCH_REPEAT_MAX 20
+
+/* Fewest repetitions from which a claim can hold or not hold. */
+#define BENCH_CLAIM_MIN_REPS 3
 
 /* One of the papers' claims, checked against the rows. */
 struct bench_claim {
     const char *claim;  /* static text of the claim */
-    const char *metric; /* static: what the ratio compares, e.g. "p50 hshr / lf" */
-    double ratio;       /* > 1 means the claim's direction; NAN when not measured */
-    double threshold;   /* held when ratio >= threshold (1.25: "at most 0.8x") */
+    const char *metric; /* static: the measure, a ratio, e.g. "p50 hshr / lf" (> 1: as claimed) */
+    double threshold;   /* held when every repetition's ratio is above it (1.25: "at most 0.8x") */
+    double ratio;       /* the repetitions' median ratio; NAN when not measured */
+    double lo;          /* the smallest and largest ratio of a repetition: the spread */
+    double hi;
+    unsigned reps; /* repetitions paired: the k-th row of one side with the k-th of the other */
     enum bench_verdict verdict;
     char where[96]; /* the workload and concurrency the ratio came from, or why not measured */
 };
 
+/*
+ * Judges a claim from the ratios of its repetitions (ratios[0..n), non-finite ones skipped, at
+ * most BENCH_REPEAT_MAX taken): fills out's ratio (their median), lo and hi (their range), reps
+ * and verdict, and sets its threshold. BENCH_HELD when every ratio is above threshold,
+ * BENCH_NOT_HELD when every one is below it, BENCH_NOT_SEPARABLE when the range reaches the
+ * threshold (a tie included) or fewer than BENCH_CLAIM_MIN_REPS were measured,
+ * BENCH_NOT_MEASURED with none. out's other fields are left as they are.
+ */
+void bench_claim_judge(const double *ratios, size_t n, double threshold, struct bench_claim *out);
+
 /* Number of claims bench_claims_eval() fills. */
-#define BENCH_CLAIMS 6
+#define BENCH_CLAIMS 7
 
 /*
  * Checks the papers' claims (L/F vs HS/HR latency at low load and throughput at high load,
- * LIFO vs FIFO promotion, forking vs prefork t_conn and t_res1, proactor vs L/F) against rows
- * (cabrank rows only); fills out[0..BENCH_CLAIMS). A claim whose rows are missing is
- * BENCH_NOT_MEASURED.
+ * LIFO vs FIFO promotion with neither deferred, deferred vs eager lifo promotion, forking vs
+ * prefork t_conn and t_res1, proactor vs L/F) against rows (cabrank rows only); fills
+ * out[0..BENCH_CLAIMS). A claim whose rows are missing is BENCH_NOT_MEASURED. The rows of a
+ * series at the point compared are its repetitions, in order (bench_claim_judge()).
  */
 void bench_claims_eval(const struct bench_rows *rows, struct bench_claim out[BENCH_CLAIMS]);
+
+/* Whether a claim compares config (a cabrank configuration), or workload (as --workloads names
+ * it: "interval" for the intervals): what the driver's repetitions measure again. */
+bool bench_claims_use_config(const char *config);
+bool bench_claims_use_workload(const char *workload);
+
+/* Header of claims.csv; cores is empty for a run without --cores, numbers as results.csv's. */
+#define BENCH_CLAIMS_CSV_HEADER                                                                    \
+    "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,verdict,measured_on"
+
+/*
+ * Writes claims.csv: the header, then each claim of bench_claims_eval() (a claim that did not
+ * hold included), once per core count for rows with cores, else once. Returns 0, -ENOMEM or
+ * -EIO.
+ */
+CR_MUST_CHECK int bench_claims_csv(FILE *f, const struct bench_rows *rows);
 
 /*
  * Writes the Markdown report: the info header, one table per workload (in order of first
@@ -217,7 +254,7 @@ CR_MUST_CHECK int bench_plot_scaling_svg(FILE *f, const struct bench_rows *rows,
 CR_MUST_CHECK int bench_scaling_filename(const char *workload, char *out, size_t cap);
 
 /*
- * Writes dir/results.md and dir/plot-<workload>.svg for every workload in rows, and
+ * Writes dir/results.md, dir/claims.csv and dir/plot-<workload>.svg for every workload in rows, and
  * dir/scaling-<workload>.svg for every workload with req/s measured at a core count (dir must
  * exist; results.csv is the driver's). Returns 0 or the first error (-errno).
  */

@@ -1,7 +1,8 @@
 /*
- * report_internal.h - helpers shared by the report's writers (report_md.c, plot_svg.c,
- * claims.c): the workloads and series of a set of rows, and one workload's rows in table order.
- * Defined in report_rows.c. Single-threaded; the results borrow the rows.
+ * report_internal.h - helpers shared by the report's writers (report_md.c, report_claims.c,
+ * plot_svg.c, claims.c): the workloads and series of a set of rows, and one workload's rows in
+ * table order (report_rows.c); a Markdown cell's text (report_md.c); a CSV field (csv.c); the
+ * claims section (report_claims.c). Single-threaded; the results borrow the rows.
  */
 #ifndef CABRANK_BENCH_REPORT_INTERNAL_H
 #define CABRANK_BENCH_REPORT_INTERNAL_H
@@ -76,5 +77,21 @@ void bench__scaling_fini(struct bench__scaling *s);
 /* The rows with cores == k, copied into *out (empty first). 0 or -ENOMEM. */
 CR_MUST_CHECK int bench__rows_at_cores(const struct bench_rows *rows, unsigned k,
                                        struct bench_rows *out);
+
+/* The distinct core counts of rows (cores > 0), ascending, at most cap into cores; how many. */
+size_t bench__cores_list(const struct bench_rows *rows, unsigned *cores, size_t cap);
+
+/* Writes s escaped for a Markdown table cell (no HTML, no emphasis, no cell break). */
+void bench__md_text(FILE *f, const char *s);
+
+/* Writes s as a CSV field, quoted as RFC 4180 where needed. 0 or -EIO. */
+CR_MUST_CHECK int bench__csv_name(FILE *f, const char *s);
+
+/* Writes ",v" as results.csv writes numbers (an empty field for NAN). 0, -ERANGE or -EIO. */
+CR_MUST_CHECK int bench__csv_number(FILE *f, double v);
+
+/* The claims section of results.md: one table, or with pinned rows one column per core count.
+ * 0 or -ENOMEM. */
+CR_MUST_CHECK int bench__put_claims(FILE *f, const struct bench_rows *rows);
 
 #endif /* CABRANK_BENCH_REPORT_INTERNAL_H */

@@ -1,10 +1,10 @@
 /*
  * report_md.c - the Markdown report of cabrank-bench (results.md): a table per workload with
  * every series' points, the winner of each workload with its ratio to the runner-up, and the
- * papers' claims (claims.c); for a run with --cores, a scaling table per workload and the
- * claims at each core count instead; and bench_report_write_dir(), which writes it beside the
- * plots (plot_svg.c). Called once by the driver at the end of a run, and by the unit tests;
- * single-threaded; allocates only temporary arrays of pointers.
+ * papers' claims (report_claims.c); for a run with --cores, a scaling table per workload and
+ * the claims at each core count instead; and bench_report_write_dir(), which writes it beside
+ * claims.csv and the plots (plot_svg.c). Called once by the driver at the end of a run, and by the
+ * unit tests; single-threaded; allocates only temporary arrays of pointers.
  */
 #include "report_internal.h"
 
@@ -91,8 +91,7 @@ int bench_winner_find(const struct bench_rows *rows, const char *workload, struc
 
 /* ------------------------------------------------------------------------------- markdown */
 
-/* Writes s escaped for a Markdown table cell (no HTML, no emphasis, no cell break). */
-static void put_text(FILE *f, const char *s)
+void bench__md_text(FILE *f, const char *s)
 {
     for (; *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
@@ -157,9 +156,9 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
         const struct bench_row *r = v[i];
 
         fputs("| ", f);
-        put_text(f, r->server);
+        bench__md_text(f, r->server);
         fputs(" | ", f);
-        put_text(f, r->config);
+        bench__md_text(f, r->config);
         if (pinned)
             fprintf(f, " | %u", r->cores);
         /* The numeric cells in column order, each with its decimals; rate 0 is closed loop. */
@@ -197,7 +196,7 @@ static void put_label(FILE *f, const struct bench_row *r)
     char label[BENCH__LABEL_MAX];
 
     bench__series_label(r, label, sizeof(label));
-    put_text(f, label);
+    bench__md_text(f, label);
 }
 
 static void put_winner(FILE *f, const struct bench_winner *w)
@@ -205,7 +204,7 @@ static void put_winner(FILE *f, const struct bench_winner *w)
     const struct bench_row *b = w->best;
 
     fputs("| ", f);
-    put_text(f, w->workload);
+    bench__md_text(f, w->workload);
     fputs(" | ", f);
     put_label(f, b);
     fprintf(f, " | %u | ", b->concurrency);
@@ -248,9 +247,9 @@ static void put_scaling_table(FILE *f, const struct bench__scaling *s)
         for (size_t c = 0; c < s->ncores && any == NULL; c++)
             any = at[c];
         fputs("| ", f);
-        put_text(f, any->server);
+        bench__md_text(f, any->server);
         fputs(" | ", f);
-        put_text(f, any->config);
+        bench__md_text(f, any->config);
         for (size_t c = 0; c < s->ncores; c++) {
             fputs(" | ", f);
             put_num(f, at[c] != NULL ? at[c]->rps : NAN, 0);
@@ -268,63 +267,9 @@ static void put_scaling_table(FILE *f, const struct bench__scaling *s)
     }
 }
 
-/* The claims at each core count of s (any workload's: the lab measures every workload at
- * every core count), one column per count. */
-static int put_claims_by_cores(FILE *f, const struct bench_rows *rows, const unsigned *cores,
-                               size_t ncores)
-{
-    struct bench_claim(*claims)[BENCH_CLAIMS] = calloc(ncores, sizeof(*claims));
-    struct bench_rows at = {0};
-
-    if (claims == NULL)
-        return -ENOMEM;
-    for (size_t c = 0; c < ncores; c++) {
-        if (bench__rows_at_cores(rows, cores[c], &at) < 0) {
-            free(claims);
-            return -ENOMEM;
-        }
-        bench_claims_eval(&at, claims[c]);
-    }
-    bench_rows_fini(&at);
-    fputs("## The papers' claims at each core count\n\n", f);
-    fputs("Each claim checked on the rows of one core count; a cell is the ratio and its "
-          "verdict.\n\n| claim | held when |",
-          f);
-    for (size_t c = 0; c < ncores; c++)
-        fprintf(f, " %u core%s |", cores[c], cores[c] == 1 ? "" : "s");
-    fputs("\n|---|---:|", f);
-    for (size_t c = 0; c < ncores; c++)
-        fputs("---|", f);
-    fputs("\n", f);
-    for (size_t i = 0; i < BENCH_CLAIMS; i++) {
-        fputs("| ", f);
-        put_text(f, claims[0][i].claim);
-        fputs(" | ", f);
-        put_text(f, claims[0][i].metric);
-        fprintf(f, " >= %.2f |", claims[0][i].threshold);
-        for (size_t c = 0; c < ncores; c++) {
-            if (isnan(claims[c][i].ratio))
-                fprintf(f, " %s |", bench_verdict_name(claims[c][i].verdict));
-            else
-                fprintf(f, " %.2fx %s |", claims[c][i].ratio,
-                        bench_verdict_name(claims[c][i].verdict));
-        }
-        fputs("\n", f);
-    }
-    fputs("\n", f);
-    free(claims);
-    return 0;
-}
-
-/*
- * The scaling section of a run with --cores: a table per workload (its plot beside it), then
- * the claims at every core count any workload measured.
- */
+/* The scaling section of a run with --cores: a table per workload (its plot beside it). */
 static int put_scaling(FILE *f, const struct bench_rows *rows, const char *const *wl, size_t nwl)
 {
-    unsigned cores[BENCH__SCALING_MAX];
-    size_t ncores = 0;
-
     fputs("## Scaling\n\n", f);
     fputs("The server pinned to the first k CPUs cabrank-bench may use, the load to the others. "
           "Each cell is the point at the workload's highest concurrency (its best req/s there); "
@@ -340,69 +285,18 @@ static int put_scaling(FILE *f, const struct bench_rows *rows, const char *const
         if (err < 0)
             return err;
         fputs("### ", f);
-        put_text(f, wl[i]);
+        bench__md_text(f, wl[i]);
         fprintf(f, ", %u conn%s\n\n", s.concurrency, s.concurrency == 1 ? "" : "s");
         put_scaling_table(f, &s);
         if (bench_scaling_filename(wl[i], plot, sizeof(plot)) == 0) {
             fputs("\n![", f);
-            put_text(f, wl[i]);
+            bench__md_text(f, wl[i]);
             fprintf(f, " scaling](%s)\n", plot);
         }
         fputs("\n", f);
-        for (size_t c = 0; c < s.ncores; c++) {
-            size_t j = 0;
-
-            while (j < ncores && cores[j] != s.cores[c])
-                j++;
-            if (j == ncores && ncores < BENCH__SCALING_MAX)
-                cores[ncores++] = s.cores[c];
-        }
         bench__scaling_fini(&s);
     }
-    /* The claims' intervals have no req/s: their core counts come from every pinned row. */
-    for (size_t i = 0; i < rows->len; i++) {
-        size_t j = 0;
-        unsigned k = rows->v[i].cores;
-
-        while (j < ncores && cores[j] != k)
-            j++;
-        if (k > 0 && j == ncores && ncores < BENCH__SCALING_MAX)
-            cores[ncores++] = k;
-    }
-    for (size_t i = 1; i < ncores; i++)
-        for (size_t j = i; j > 0 && cores[j - 1] > cores[j]; j--) {
-            unsigned t = cores[j];
-
-            cores[j] = cores[j - 1];
-            cores[j - 1] = t;
-        }
-    return put_claims_by_cores(f, rows, cores, ncores);
-}
-
-static void put_claims(FILE *f, const struct bench_rows *rows)
-{
-    struct bench_claim claims[BENCH_CLAIMS];
-
-    bench_claims_eval(rows, claims);
-    fputs("## The papers' claims\n\n", f);
-    fputs("| claim | ratio | held when | verdict | measured on |\n", f);
-    fputs("|---|---:|---:|---|---|\n", f);
-    for (size_t i = 0; i < BENCH_CLAIMS; i++) {
-        const struct bench_claim *c = &claims[i];
-
-        fputs("| ", f);
-        put_text(f, c->claim);
-        fputs(" | ", f);
-        if (isnan(c->ratio))
-            fputs("-", f);
-        else
-            fprintf(f, "%.2fx", c->ratio);
-        fputs(" | ", f);
-        put_text(f, c->metric);
-        fprintf(f, " >= %.2f | %s | ", c->threshold, bench_verdict_name(c->verdict));
-        put_text(f, c->where);
-        fputs(" |\n", f);
-    }
+    return 0;
 }
 
 int bench_report_markdown(FILE *f, const struct bench_rows *rows,
@@ -417,16 +311,16 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
     if (err < 0)
         return err;
     fputs("# ", f);
-    put_text(f, info != NULL && info->title != NULL ? info->title : "cabrank-bench results");
+    bench__md_text(f, info != NULL && info->title != NULL ? info->title : "cabrank-bench results");
     fputs("\n\n", f);
     if (info != NULL && info->date != NULL) {
         fputs("Date: ", f);
-        put_text(f, info->date);
+        bench__md_text(f, info->date);
         fputs("  \n", f);
     }
     if (info != NULL && info->machine != NULL) {
         fputs("Machine: ", f);
-        put_text(f, info->machine);
+        bench__md_text(f, info->machine);
         fputs("  \n", f);
     }
     if (info != NULL && info->command != NULL) {
@@ -435,13 +329,13 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
             fprintf(f, "Command: `%s`  \n", info->command);
         } else {
             fputs("Command: ", f);
-            put_text(f, info->command);
+            bench__md_text(f, info->command);
             fputs("  \n", f);
         }
     }
     if (info != NULL && info->cores != NULL) {
         fputs("Cores: ", f);
-        put_text(f, info->cores);
+        bench__md_text(f, info->cores);
         fputs("  \n", f);
     }
     if (info != NULL && (info->date != NULL || info->machine != NULL || info->command != NULL ||
@@ -459,13 +353,13 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
         if (err < 0)
             goto out_free;
         fputs("## ", f);
-        put_text(f, wl[i]);
+        bench__md_text(f, wl[i]);
         fputs("\n\n", f);
         put_table(f, v, n, bench__is_interval(wl[i]));
         free(v);
         if (bench_plot_filename(wl[i], plot, sizeof(plot)) == 0) {
             fputs("\n![", f);
-            put_text(f, wl[i]);
+            bench__md_text(f, wl[i]);
             fprintf(f, "](%s)\n", plot);
         }
         fputs("\n", f);
@@ -497,8 +391,8 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
     /* Pinned rows: the claims per core count, since mixing core counts compares nothing. */
     if (bench__has_cores(rows))
         err = put_scaling(f, rows, wl, nwl);
-    else
-        put_claims(f, rows);
+    if (err == 0)
+        err = bench__put_claims(f, rows);
 out_free:
     free(wl);
     if (err == 0 && (fflush(f) == EOF || ferror(f)))
@@ -531,6 +425,12 @@ static int write_file(const char *dir, const char *name, const struct bench_rows
 static int md_fn(FILE *f, const struct bench_rows *rows, const void *arg)
 {
     return bench_report_markdown(f, rows, arg);
+}
+
+static int claims_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    (void)arg;
+    return bench_claims_csv(f, rows);
 }
 
 static int svg_fn(FILE *f, const struct bench_rows *rows, const void *arg)
@@ -582,6 +482,8 @@ int bench_report_write_dir(const char *dir, const struct bench_rows *rows,
         if (err == 0)
             err = write_file(dir, name, rows, wl[i], scaling_fn);
     }
+    if (err == 0)
+        err = write_file(dir, "claims.csv", rows, NULL, claims_fn);
     if (err == 0)
         err = write_file(dir, "results.md", rows, info, md_fn);
     free(wl);

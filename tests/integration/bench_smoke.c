@@ -1,15 +1,17 @@
 /*
  * bench_smoke.c (integration) - cabrank-bench end to end with tiny loads: two cabrank
  * configurations (lf:lifo, hshr), no peers, one HTTP keep-alive point through wrk, the
- * intervals, the line protocol closed and open loop, into a temporary output directory. Then
- * checks what it wrote: results.csv with the exact header, one row per point asked, every
- * row with 18 fields, each point measured with no error (req/s > 0 for loads, percentiles in
- * order, CPU per request and its user and system parts, cores empty: nothing pinned); results.md
- * naming each workload and the command; a plot-<workload>.svg per workload that is well-formed
- * XML with an <svg> root. Then, on two CPUs of its mask, `--cores 1,2` with one configuration
- * and one point: k=1 measured (cores 1), k=2 skipped and said in results.md, a scaling table and
- * a well-formed scaling plot. wrk is a test dependency (make test installs it). Exit 0 pass, 1
- * fail.
+ * intervals, the line protocol closed and open loop, --repeat 3, into a temporary output
+ * directory. Then checks what it wrote: results.csv with the exact header, one row per point
+ * asked and three of each point a claim compares (not of line-open), every row with 18 fields, each
+ * point measured with no error (req/s > 0 for loads, percentiles in order, CPU per request and its
+ * user and system parts, cores empty: nothing pinned); results.md naming each workload and the
+ * command, and its claims table with the measure, threshold, spread and repetitions of each claim;
+ * claims.csv with its header and every claim, measured from three repetitions; a
+ * plot-<workload>.svg per workload that is well-formed XML with an <svg> root. Then, on two CPUs of
+ * its mask, `--cores 1,2` with one configuration and one point: k=1 measured (cores 1), k=2 skipped
+ * and said in results.md, a scaling table and a well-formed scaling plot. wrk is a test dependency
+ * (make test installs it). Exit 0 pass, 1 fail.
  */
 #include "bench_lab.h"
 
@@ -26,10 +28,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The workloads the run writes, and the rows each gets (2 configurations x 1 point). */
+/* The workloads the run writes, and the rows each gets: 2 configurations x 1 point, 3 times
+ * over for the workloads the claims compare. */
 static const char *const workloads[] = {
     "http:hello.txt", "interval:t_conn", "interval:t_res1", "interval:t_res2", "line", "line-open",
 };
+static const int want_rows[] = {6, 6, 6, 6, 6, 2};
 
 /* One row: a workload asked for, of cabrank, measured and consistent. */
 static void check_row(char **f, void *arg)
@@ -80,8 +84,8 @@ static void check_csv(const char *dir)
 
     bl_check_csv(dir, check_row, rows);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
-        if (rows[w] != 2)
-            bl_fail("%s: %d rows, want 2", workloads[w], rows[w]);
+        if (rows[w] != want_rows[w])
+            bl_fail("%s: %d rows, want %d", workloads[w], rows[w], want_rows[w]);
     }
 }
 
@@ -234,6 +238,8 @@ static void check_svg(const char *dir, const char *prefix, const char *workload)
 static void check_md(const char *dir)
 {
     char path[PATH_MAX];
+    const char *lf;
+    const char *reps;
     char *text;
 
     snprintf(path, sizeof(path), "%s/results.md", dir);
@@ -248,6 +254,46 @@ static void check_md(const char *dir)
     }
     if (strstr(text, "--configs lf:lifo,hshr") == NULL)
         bl_fail("results.md does not show the command");
+    /* The claims: each with its measure, threshold and spread; L/F against HS/HR measured on
+     * three repetitions, whatever its verdict. */
+    if (strstr(text, "| claim | measure | threshold | ratio | spread | reps | verdict | measured "
+                     "on |\n") == NULL)
+        bl_fail("results.md: no claims table with measure, threshold and spread");
+    lf = strstr(text, "| L/F has at least HS/HR's throughput at high load | req/s lf / hshr | > "
+                      "1.00 | ");
+    reps = lf != NULL ? strstr(lf, " | 3 | ") : NULL;
+    if (reps == NULL || reps > strchr(lf, '\n'))
+        bl_fail("results.md: L/F against HS/HR not judged on 3 repetitions");
+    free(text);
+}
+
+/* claims.csv: the header, every claim (held or not), L/F against HS/HR from 3 repetitions. */
+static void check_claims_csv(const char *dir)
+{
+    char path[PATH_MAX];
+    char *text;
+    char *line;
+    int claims = 0;
+
+    snprintf(path, sizeof(path), "%s/claims.csv", dir);
+    text = cr_test_read_file(path, NULL);
+    if (text == NULL) {
+        bl_fail("no %s", path);
+        return;
+    }
+    if (strncmp(text,
+                "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,"
+                "verdict,measured_on\n",
+                strlen("cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,"
+                       "verdict,measured_on\n")) != 0)
+        bl_fail("claims.csv: header");
+    for (line = strchr(text, '\n'); line != NULL && line[1] != '\0'; line = strchr(line + 1, '\n'))
+        claims++;
+    if (claims != 7)
+        bl_fail("claims.csv: %d claims, want 7", claims);
+    line = strstr(text, ",L/F has at least HS/HR's throughput at high load,req/s lf / hshr,1,");
+    if (line == NULL || strstr(line, ",3,") == NULL || strstr(line, ",3,") > strchr(line + 1, '\n'))
+        bl_fail("claims.csv: L/F against HS/HR not from 3 repetitions");
     free(text);
 }
 
@@ -301,6 +347,8 @@ static void run_cores(const char *bench, char *dir)
     argv[n++] = "0.5";
     argv[n++] = "--warmup";
     argv[n++] = "0";
+    argv[n++] = "--repeat";
+    argv[n++] = "1";
     argv[n++] = "--out";
     argv[n++] = dir;
     argv[n] = NULL;
@@ -319,7 +367,7 @@ static void run_cores(const char *bench, char *dir)
         bl_fail("results.md does not say that k=2 was skipped");
     if (strstr(md, "## Scaling") == NULL || strstr(md, "| cabrank | lf:lifo | ") == NULL)
         bl_fail("results.md has no scaling table");
-    if (strstr(md, "| claim | held when | 1 core |") == NULL)
+    if (strstr(md, "| claim | measure | threshold | 1 core |") == NULL)
         bl_fail("results.md has no claims at 1 core");
     free(md);
     check_svg(dir, "scaling", "http:hello.txt");
@@ -353,6 +401,8 @@ int main(void)
     argv[n++] = "0";
     argv[n++] = "--interval-clients";
     argv[n++] = "20";
+    argv[n++] = "--repeat";
+    argv[n++] = "3";
     argv[n++] = "--threads";
     argv[n++] = "2";
     argv[n++] = "--out";
@@ -361,6 +411,7 @@ int main(void)
     bl_run(argv, NULL);
     check_csv(dir);
     check_md(dir);
+    check_claims_csv(dir);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++)
         check_svg(dir, "plot", workloads[w]);
     if (cr_test_rmtree(dir) < 0)

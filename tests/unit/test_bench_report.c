@@ -53,6 +53,12 @@ static int svg_fn(FILE *f, const struct bench_rows *rows, const void *arg)
     return bench_plot_svg(f, rows, arg);
 }
 
+static int claims_csv_fn(FILE *f, const struct bench_rows *rows, const void *arg)
+{
+    (void)arg;
+    return bench_claims_csv(f, rows);
+}
+
 static int scaling_fn(FILE *f, const struct bench_rows *rows, const void *arg)
 {
     return bench_plot_scaling_svg(f, rows, arg);
@@ -384,20 +390,30 @@ START_TEST(markdown_of_known_csv)
         "\n"
         "## The papers' claims\n"
         "\n"
-        "| claim | ratio | held when | verdict | measured on |\n"
-        "|---|---:|---:|---|---|\n"
-        "| L/F has lower latency than HS/HR at low load (no hand-off between threads) | - | p50 "
-        "hshr / lf >= 1.25 | not measured | no rows of both sides |\n"
-        "| L/F has at least HS/HR's throughput at high load | - | req/s lf / hshr >= 1.00 | not "
-        "measured | no rows of both sides |\n"
-        "| LIFO promotion beats FIFO (the warm thread leads again) | - | req/s lf:lifo / lf:fifo "
-        ">= 1.00 | not measured | no rows of both sides |\n"
-        "| A prefork pool connects faster than forking a process per connection (t_conn) | - | "
-        "t_conn p50 forking / prefork >= 1.00 | not measured | no rows of both sides |\n"
-        "| A prefork pool answers the first request faster than forking (t_res1) | - | t_res1 p50 "
-        "forking / prefork >= 1.00 | not measured | no rows of both sides |\n"
-        "| The Proactor serves at least L/F's throughput | - | req/s proactor / lf:lifo >= 1.00 | "
-        "not measured | no rows of both sides |\n";
+        "Each measure is a ratio, above 1 in the claim's direction, taken once per repetition: the "
+        "k-th run of one side against the k-th of the other (--repeat runs the claims' points "
+        "again, the configurations in alternating order). The ratio shown is the median, the "
+        "spread the smallest and largest. Held: every repetition's ratio is above the threshold; "
+        "not held: every one is below it; not separable: the spread reaches the threshold (a tie "
+        "included), or fewer than 3 repetitions were measured.\n"
+        "\n"
+        "| claim | measure | threshold | ratio | spread | reps | verdict | measured on |\n"
+        "|---|---|---:|---:|---:|---:|---|---|\n"
+        "| L/F has lower latency than HS/HR at low load (no hand-off between threads) | p50 hshr / "
+        "lf | > 1.25 | - | - | 0 | not measured | no rows of both sides |\n"
+        "| L/F has at least HS/HR's throughput at high load | req/s lf / hshr | > 1.00 | - | - | 0 "
+        "| not measured | no rows of both sides |\n"
+        "| LIFO promotion beats FIFO (the warm thread leads again; neither deferred) | req/s "
+        "lf:lifo / lf:fifo | > 1.00 | - | - | 0 | not measured | no rows of both sides |\n"
+        "| Deferring promotion (lifo) beats promoting before every event | req/s lf:lifo+defer / "
+        "lf:lifo | > 1.00 | - | - | 0 | not measured | no rows of both sides |\n"
+        "| A prefork pool connects faster than forking a process per connection (t_conn) | t_conn "
+        "p50 forking / prefork | > 1.00 | - | - | 0 | not measured | no rows of both sides |\n"
+        "| A prefork pool answers the first request faster than forking (t_res1) | t_res1 p50 "
+        "forking / prefork | > 1.00 | - | - | 0 | not measured | no rows of both sides |\n"
+        "| The Proactor serves at least L/F's throughput | req/s proactor / lf:lifo | > 1.00 | - | "
+        "- | 0 | not measured | no rows of both sides |\n"
+        "\n";
     struct bench_report_info info = {
         .title = "lab", .date = "2026-11-22", .command = "cabrank-bench --quick"};
     struct bench_rows rows = {0};
@@ -478,14 +494,21 @@ static const struct bench_claim *claim_about(const struct bench_claim *c, const 
     return NULL;
 }
 
+/* Parses csv into rows three times over: each point measured in three repetitions. */
+static void parse_thrice(const char *csv, struct bench_rows *rows)
+{
+    for (int k = 0; k < BENCH_CLAIM_MIN_REPS; k++)
+        parse_ok(csv, rows);
+}
+
 START_TEST(claims_held_not_held_not_measured)
 {
     /*
-     * line: lf:lifo p50 10 vs hshr 20 at 1 (held, 2x); at 64 lf:lifo 100k vs hshr 125k (not
-     * held, 0.8x); fifo only at 1, so LIFO vs FIFO compares at 1 (the highest both have).
-     * proactor:lf and proactor:single: the best (single, 110k) against lf:lifo at 64.
-     * Intervals: forking t_conn 3x prefork (held); t_res1 cheaper forking (not held).
-     * A peer's rows never count.
+     * Every point three times, alike (no spread). line: lf:lifo p50 10 vs hshr 20 at 1 (held,
+     * 2x); at 64 lf:lifo 100k vs hshr 125k (not held, 0.8x); fifo only at 1, so LIFO vs FIFO
+     * compares at 1 (the highest both have). proactor:lf and proactor:single: the best
+     * (single, 110k) against lf:lifo at 64. Intervals: forking t_conn 3x prefork (held); t_res1
+     * cheaper forking (not held). A peer's rows never count; no deferred rows.
      */
     static const char csv[] = HEADER "line,cabrank,lf:lifo,1,0,9000,10,,,,,,,0,1\n"
                                      "line,cabrank,lf:lifo,64,0,100000,50,,,,,,,0,1\n"
@@ -503,12 +526,14 @@ START_TEST(claims_held_not_held_not_measured)
     struct bench_claim c[BENCH_CLAIMS];
     const struct bench_claim *x;
 
-    parse_ok(csv, &rows);
+    parse_thrice(csv, &rows);
     bench_claims_eval(&rows, c);
 
     x = claim_about(c, "p50 hshr / lf");
     ck_assert_int_eq(x->verdict, BENCH_HELD);
     ck_assert_double_eq_tol(x->ratio, 2.0, 1e-9);
+    ck_assert_uint_eq(x->reps, 3);
+    ck_assert_double_eq_tol(x->threshold, 1.25, 1e-9);
     ck_assert_str_eq(x->where, "line, 1 conn, lf:lifo vs hshr");
 
     x = claim_about(c, "req/s lf / hshr");
@@ -533,6 +558,17 @@ START_TEST(claims_held_not_held_not_measured)
     x = claim_about(c, "t_res1 p50 forking / prefork");
     ck_assert_int_eq(x->verdict, BENCH_NOT_HELD);
     ck_assert_double_eq_tol(x->ratio, 0.8, 1e-9);
+
+    ck_assert_int_eq(claim_about(c, "req/s lf:lifo+defer / lf:lifo")->verdict, BENCH_NOT_MEASURED);
+    bench_rows_fini(&rows);
+
+    /* One repetition: no spread, so nothing can be told apart, however large the ratio. */
+    parse_ok(csv, &rows);
+    bench_claims_eval(&rows, c);
+    x = claim_about(c, "t_conn p50 forking / prefork");
+    ck_assert_int_eq(x->verdict, BENCH_NOT_SEPARABLE);
+    ck_assert_uint_eq(x->reps, 1);
+    ck_assert_double_eq_tol(x->ratio, 3.0, 1e-9);
     bench_rows_fini(&rows);
 
     /* Only one side of each: nothing measured. */
@@ -543,10 +579,166 @@ START_TEST(claims_held_not_held_not_measured)
     for (size_t i = 0; i < BENCH_CLAIMS; i++) {
         ck_assert_int_eq(c[i].verdict, BENCH_NOT_MEASURED);
         ck_assert(isnan(c[i].ratio));
+        ck_assert_uint_eq(c[i].reps, 0);
         ck_assert_str_eq(bench_verdict_name(c[i].verdict), "not measured");
     }
     ck_assert_str_eq(bench_verdict_name(BENCH_HELD), "held");
-    ck_assert_str_eq(bench_verdict_name(BENCH_NOT_HELD), "did not hold");
+    ck_assert_str_eq(bench_verdict_name(BENCH_NOT_HELD), "not held");
+    ck_assert_str_eq(bench_verdict_name(BENCH_NOT_SEPARABLE), "not separable");
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* The judge on synthetic repetitions: the whole spread must be past the threshold. */
+START_TEST(judge_needs_the_whole_spread_past_the_threshold)
+{
+    static const struct {
+        double r[4];
+        size_t n;
+        double threshold;
+        enum bench_verdict want;
+        double median;
+        double lo;
+        double hi;
+    } cases[] = {
+        /* A tie: the old rule (ratio >= threshold) called it held. */
+        {{1.0, 1.0, 1.0}, 3, 1.0, BENCH_NOT_SEPARABLE, 1.0, 1.0, 1.0},
+        {{1.30, 1.25, 1.40}, 3, 1.0, BENCH_HELD, 1.30, 1.25, 1.40},
+        {{0.70, 0.80, 0.75}, 3, 1.0, BENCH_NOT_HELD, 0.75, 0.70, 0.80},
+        /* The spread reaches over the threshold: a median above it is no win. */
+        {{0.95, 1.10, 1.20}, 3, 1.0, BENCH_NOT_SEPARABLE, 1.10, 0.95, 1.20},
+        {{1.01, 1.02, 1.00, 1.03}, 4, 1.0, BENCH_NOT_SEPARABLE, 1.015, 1.00, 1.03},
+        /* Above 1 but not above the threshold of 1.25. */
+        {{1.20, 1.10, 1.15}, 3, 1.25, BENCH_NOT_HELD, 1.15, 1.10, 1.20},
+        {{1.30, 1.20, 1.40}, 3, 1.25, BENCH_NOT_SEPARABLE, 1.30, 1.20, 1.40},
+        /* Too few repetitions to know the spread, however clear they look. */
+        {{5.0, 5.0}, 2, 1.0, BENCH_NOT_SEPARABLE, 5.0, 5.0, 5.0},
+        /* A repetition not measured is left out. */
+        {{2.0, NAN, 2.2, 2.1}, 4, 1.0, BENCH_HELD, 2.1, 2.0, 2.2},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct bench_claim c;
+
+        memset(&c, 0, sizeof(c));
+        bench_claim_judge(cases[i].r, cases[i].n, cases[i].threshold, &c);
+        ck_assert_msg(c.verdict == cases[i].want, "case %zu: %s, want %s", i,
+                      bench_verdict_name(c.verdict), bench_verdict_name(cases[i].want));
+        ck_assert_double_eq_tol(c.ratio, cases[i].median, 1e-9);
+        ck_assert_double_eq_tol(c.lo, cases[i].lo, 1e-9);
+        ck_assert_double_eq_tol(c.hi, cases[i].hi, 1e-9);
+        ck_assert_double_eq_tol(c.threshold, cases[i].threshold, 1e-9);
+    }
+    {
+        struct bench_claim c;
+
+        bench_claim_judge(NULL, 0, 1.0, &c);
+        ck_assert_int_eq(c.verdict, BENCH_NOT_MEASURED);
+        ck_assert(isnan(c.ratio) && isnan(c.lo) && isnan(c.hi));
+        ck_assert_uint_eq(c.reps, 0);
+    }
+}
+END_TEST
+
+/*
+ * Repetitions read from rows, paired in run order: a t_conn tie is not separable (the old
+ * single-ratio rule held it), LIFO against FIFO compares the undeferred lifo (whose best run
+ * edges FIFO's best, which the old rule held) and the deferral is judged on its own.
+ */
+START_TEST(claims_pair_repetitions_and_keep_the_deferral_apart)
+{
+    static const char csv[] = HEADER "interval:t_conn,cabrank,prefork,1,0,0,100,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,forking,1,0,0,101,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,forking,1,0,0,99,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,prefork,1,0,0,100,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,prefork,1,0,0,100,,,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,forking,1,0,0,100,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo+defer,64,0,130000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo,64,0,100000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:fifo,64,0,101000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:fifo,64,0,99000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo,64,0,102000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo+defer,64,0,131000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo+defer,64,0,129000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo,64,0,98000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:fifo,64,0,100000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,hshr,64,0,90000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,hshr,64,0,112000,,,,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,hshr,64,0,91000,,,,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct bench_claim c[BENCH_CLAIMS];
+    const struct bench_claim *x;
+
+    parse_ok(csv, &rows);
+    bench_claims_eval(&rows, c);
+
+    x = claim_about(c, "t_conn p50 forking / prefork");
+    ck_assert_int_eq(x->verdict, BENCH_NOT_SEPARABLE);
+    ck_assert_uint_eq(x->reps, 3);
+    ck_assert_double_eq_tol(x->lo, 0.99, 1e-9);
+    ck_assert_double_eq_tol(x->hi, 1.01, 1e-9);
+
+    /* 100/101, 102/99, 98/100: the orders alike, nothing deferred. */
+    x = claim_about(c, "req/s lf:lifo / lf:fifo");
+    ck_assert_int_eq(x->verdict, BENCH_NOT_SEPARABLE);
+    ck_assert_str_eq(x->where, "http:hello.txt, 64 conns, lf:lifo vs lf:fifo");
+    ck_assert_double_eq_tol(x->lo, 0.98, 1e-9);
+
+    x = claim_about(c, "req/s lf:lifo+defer / lf:lifo");
+    ck_assert_int_eq(x->verdict, BENCH_HELD);
+    ck_assert_str_eq(x->where, "http:hello.txt, 64 conns, lf:lifo+defer vs lf:lifo");
+    ck_assert_double_eq_tol(x->ratio, 1.3, 1e-9);
+    ck_assert_double_eq_tol(x->lo, 131.0 / 102, 1e-9);
+    ck_assert_double_eq_tol(x->hi, 129.0 / 98, 1e-9);
+
+    /* L/F is the undeferred lifo; one run of hshr's beats it: not separable. */
+    x = claim_about(c, "req/s lf / hshr");
+    ck_assert_int_eq(x->verdict, BENCH_NOT_SEPARABLE);
+    ck_assert_str_eq(x->where, "http:hello.txt, 64 conns, lf:lifo vs hshr");
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* claims.csv: every claim, a claim that did not hold too, with its measure, threshold and spread;
+ * once per core count for pinned rows. */
+START_TEST(claims_csv_has_every_claim_with_its_spread)
+{
+    static const char csv[] = HEADER "line,cabrank,lf:lifo,64,0,100000,50,,,,,,,0,1\n"
+                                     "line,cabrank,hshr,64,0,125000,40,,,,,,,0,1\n";
+    static const char pinned[] =
+        BENCH_CSV_HEADER_CORES "\n"
+                               "line,cabrank,lf:lifo,64,0,100000,50,,,,,,,0,1,,,2\n"
+                               "line,cabrank,hshr,64,0,80000,40,,,,,,,0,1,,,2\n"
+                               "line,cabrank,lf:lifo,64,0,100000,50,,,,,,,0,1,,,1\n";
+    struct bench_rows rows = {0};
+    char *out;
+
+    parse_thrice(csv, &rows);
+    out = render(claims_csv_fn, &rows, NULL);
+    ck_assert_msg(strncmp(out,
+                          "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,"
+                          "verdict,measured_on\n",
+                          strlen(BENCH_CLAIMS_CSV_HEADER) + 1) == 0,
+                  "%s", out);
+    ck_assert_uint_eq(count(out, "\n"), 1 + BENCH_CLAIMS);
+    ck_assert_msg(strstr(out,
+                         ",L/F has at least HS/HR's throughput at high load,req/s lf / hshr,"
+                         "1,0.8,0.8,0.8,3,not held,\"line, 64 conns, lf:lifo vs hshr\"\n") != NULL,
+                  "%s", out);
+    ck_assert_ptr_nonnull(strstr(out, ",p50 hshr / lf,1.25,0.8,0.8,0.8,3,not held,"));
+    ck_assert_ptr_nonnull(strstr(out, ",t_conn p50 forking / prefork,1,,,,0,not measured,"
+                                      "no rows of both sides\n"));
+    free(out);
+    bench_rows_fini(&rows);
+
+    parse_thrice(pinned, &rows);
+    out = render(claims_csv_fn, &rows, NULL);
+    ck_assert_uint_eq(count(out, "\n"), 1 + 2 * BENCH_CLAIMS);
+    ck_assert_ptr_nonnull(strstr(out, "\n1,L/F has at least HS/HR's throughput at high load,"
+                                      "req/s lf / hshr,1,,,,0,not measured,"));
+    ck_assert_ptr_nonnull(strstr(out, "\n2,L/F has at least HS/HR's throughput at high load,"
+                                      "req/s lf / hshr,1,1.25,1.25,1.25,3,held,"));
+    free(out);
     bench_rows_fini(&rows);
 }
 END_TEST
@@ -558,7 +750,7 @@ START_TEST(claims_fall_back_to_http_hello)
     struct bench_rows rows = {0};
     struct bench_claim c[BENCH_CLAIMS];
 
-    parse_ok(csv, &rows);
+    parse_thrice(csv, &rows);
     bench_claims_eval(&rows, c);
     ck_assert_int_eq(claim_about(c, "p50 hshr / lf")->verdict, BENCH_HELD);
     ck_assert_str_eq(claim_about(c, "p50 hshr / lf")->where,
@@ -930,15 +1122,30 @@ START_TEST(markdown_scaling_table_and_claims_per_core_count)
     ck_assert_ptr_nonnull(strstr(md, "| server | config | cores | conns |"));
     ck_assert_ptr_nonnull(strstr(md, "| cabrank | hshr | 4 | 64 | - | 160000 |"));
     ck_assert_ptr_null(strstr(md, "### interval"));
-    /* The claims once per core count: L/F's throughput holds at 1 and 2 cores, not at 4. */
-    ck_assert_ptr_nonnull(strstr(md, "| claim | held when | 1 core | 2 cores | 4 cores |\n"));
+    /* The claims once per core count, each cell with its spread: one repetition of each point
+     * tells nothing apart, however large the ratio. */
+    ck_assert_ptr_nonnull(strstr(md, "| claim | measure | threshold | 1 core | 2 cores | 4 cores "
+                                     "|\n"));
     ck_assert_ptr_nonnull(strstr(md, "| L/F has at least HS/HR's throughput at high load | req/s "
-                                     "lf / hshr >= 1.00 | 1.33x held | 1.14x held | 0.75x did "
-                                     "not hold |\n"));
-    ck_assert_ptr_nonnull(strstr(md, "| p50 hshr / lf >= 1.25 | 1.60x held | 1.60x held | 1.60x "
-                                     "held |\n"));
-    ck_assert_ptr_nonnull(strstr(md, "| t_conn p50 forking / prefork >= 1.00 | not measured | not "
+                                     "lf / hshr | > 1.00 | 0.67x (0.67-0.67, 1 rep) not "
+                                     "separable | 1.14x (1.14-1.14, 1 rep) not separable | 0.75x "
+                                     "(0.75-0.75, 1 rep) not separable |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| t_conn p50 forking / prefork | > 1.00 | not measured | not "
                                      "measured | not measured |\n"));
+    bench_rows_fini(&rows);
+    free(md);
+    /* Three repetitions alike: L/F's throughput holds at 2 cores, not at 4; at 1 core lf:lifo
+     * has two rows at 64 against hshr's one, paired in run order they disagree. */
+    for (int k = 0; k < BENCH_CLAIM_MIN_REPS; k++)
+        parse_ok(CORES_CSV, &rows);
+    md = render(md_fn, &rows, &info);
+    ck_assert_ptr_nonnull(
+        strstr(md, "| req/s lf / hshr | > 1.00 | 0.67x (0.67-1.33, 3 reps) not separable "
+                   "| 1.14x (1.14-1.14, 3 reps) held | 0.75x (0.75-0.75, 3 reps) "
+                   "not held |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| p50 hshr / lf | > 1.25 | 1.60x (1.60-1.60, 3 reps) held | "
+                                     "1.60x (1.60-1.60, 3 reps) held | 1.60x (1.60-1.60, 3 reps) "
+                                     "held |\n"));
     /* The claims over every core count at once would compare nothing: not written. */
     ck_assert_ptr_null(strstr(md, "## The papers' claims\n"));
     /* The winners name their core count (the unpinned row none). */
@@ -1027,7 +1234,7 @@ END_TEST
 START_TEST(write_dir_writes_scaling_plots)
 {
     char dir[] = "/tmp/bench-report-scaling-XXXXXX";
-    const char *const files[] = {"results.md", "plot-http-hello.txt.svg",
+    const char *const files[] = {"results.md", "claims.csv", "plot-http-hello.txt.svg",
                                  "plot-interval-t_conn.svg", "scaling-http-hello.txt.svg"};
     struct bench_rows rows = {0};
     char path[128];
@@ -1038,7 +1245,7 @@ START_TEST(write_dir_writes_scaling_plots)
     ck_assert_int_eq(bench_report_write_dir(dir, &rows, NULL), 0);
     snprintf(path, sizeof(path), "%s/scaling-interval-t_conn.svg", dir);
     ck_assert_int_eq(stat(path, &st), -1);
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         ck_assert_msg(stat(path, &st) == 0 && st.st_size > 100, "%s", path);
         ck_assert_int_eq(unlink(path), 0);
@@ -1053,7 +1260,7 @@ START_TEST(write_dir_writes_markdown_and_plots)
     static const char csv[] = HEADER "http:hello.txt,cabrank,lf:lifo,1,0,20000,,,50,,,,,0,1\n"
                                      "interval:t_res2,cabrank,prefork,1,0,0,,,80,,,,,0,1\n";
     char dir[] = "/tmp/bench-report-dir-XXXXXX";
-    const char *const files[] = {"results.md", "plot-http-hello.txt.svg",
+    const char *const files[] = {"results.md", "claims.csv", "plot-http-hello.txt.svg",
                                  "plot-interval-t_res2.svg"};
     struct bench_rows rows = {0};
     char path[128];
@@ -1062,7 +1269,7 @@ START_TEST(write_dir_writes_markdown_and_plots)
     parse_ok(csv, &rows);
     ck_assert_ptr_nonnull(mkdtemp(dir));
     ck_assert_int_eq(bench_report_write_dir(dir, &rows, NULL), 0);
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
         ck_assert_msg(stat(path, &st) == 0 && st.st_size > 100, "%s", path);
         ck_assert_int_eq(unlink(path), 0);
@@ -1095,6 +1302,9 @@ Suite *bench_report_suite(void)
     tcase_add_test(tc, winner_is_best_at_highest_concurrency);
     tcase_add_test(tc, claims_held_not_held_not_measured);
     tcase_add_test(tc, claims_fall_back_to_http_hello);
+    tcase_add_test(tc, judge_needs_the_whole_spread_past_the_threshold);
+    tcase_add_test(tc, claims_pair_repetitions_and_keep_the_deferral_apart);
+    tcase_add_test(tc, claims_csv_has_every_claim_with_its_spread);
     tcase_add_test(tc, xml_checker_rejects_broken_documents);
     tcase_add_test(tc, svg_is_well_formed_with_a_line_per_series);
     tcase_add_test(tc, svg_of_intervals_and_empty_workloads);
