@@ -243,8 +243,10 @@ tsan: tsan-all
 
 # ---------------------------------------------------------------- run, test
 .PHONY: bench
-# The architecture lab's short default sweep (under 5 minutes on 2 cores): every model and the
-# peers installed, into BENCH_OUT (results.csv, results.md, plot-*.svg), below build/ unless
+# The architecture lab's short default sweep (under 5 minutes on 2 cores, plus two passes over
+# the claims' points for their spread: cabrank-bench's default --repeat 3; BENCH_ARGS='--repeat 1'
+# leaves them out and judges no claim): every model and the
+# peers installed, into BENCH_OUT (results.csv, results.md, claims.csv, plot-*.svg), below build/ unless
 # asked (BENCH_OUT=bench/results records a run in the checkout). BENCH_ARGS adds flags; a list
 # given again replaces the default (cabrank-bench --help).
 BENCH_OUT     ?= $(BUILD)/bench-results
