@@ -2,8 +2,9 @@
  * csv.c - the results CSV of cabrank-bench: writes rows as the driver measures them and reads
  * a whole file back for the report. The reader is an input parser (a results.csv may be edited
  * by hand or cut short by a crash), so every malformed line is an error naming its line, never
- * a crash; fuzz/bench_csv.c fuzzes it. Single-threaded, no state between calls; owns nothing
- * but the rows it appends (freed by bench_rows_fini()).
+ * a crash; fuzz/bench_csv.c fuzzes it. Its field writers also write claims.csv
+ * (report_claims.c). Single-threaded, no state between calls; owns nothing but the rows it
+ * appends (freed by bench_rows_fini()).
  */
 #include "report_internal.h"
 

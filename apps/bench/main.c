@@ -9,8 +9,10 @@
  * with --peers, it also measures the canned responders (canned.h), the machine's floor of CPU
  * per request, which this same program serves when started with --canned. With --cores the
  * whole sweep runs once per core count k, the servers pinned to k CPUs and the load to the
- * others (cores.h). Rows go to <out>/results.csv as they are measured; at the end the report
- * side (report.h) writes results.md and the SVG plots. A progress line per point goes to stderr.
+ * others (cores.h). After the sweep, --repeat - 1 more passes measure again the points the
+ * papers' claims compare (passes.h), for each claim's spread. Rows go to <out>/results.csv as
+ * they are measured; at the end the report side (report.h) writes results.md, claims.csv and
+ * the SVG plots. A progress line per point goes to stderr.
  *
  * Single-threaded. Children: the server under test (its own session, stopped by TERM then
  * KILL of its group), wrk. INT/TERM stop the sweep after the current point; the rows
