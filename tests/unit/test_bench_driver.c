@@ -6,9 +6,12 @@
  * while a server stalls and measures each from its due time, so the stall shows in the
  * percentiles (a closed loop would have sent one request and waited: coordinated omission);
  * the closed loop counts every reply; the work directory holds
- * peers.sh's files; a peer's configuration serves the port and root it was given.
+ * peers.sh's files; a peer's configuration serves the port and root it was given; a config
+ * names its deferred promotion ("lf:lifo+defer"); the repetitions measure only the claims'
+ * points, the configurations in alternating order.
  */
 #include "../../apps/bench/driver.h"
+#include "../../apps/bench/passes.h"
 #include "../../apps/bench/procstat.h"
 
 #include "support.h"
@@ -320,6 +323,66 @@ START_TEST(peer_configuration_serves_the_port_and_root)
 }
 END_TEST
 
+START_TEST(config_names_its_deferred_promotion)
+{
+    static const struct {
+        const char *spec;
+        const char *model;
+        const char *option;
+        bool defer;
+    } cases[] = {
+        {"lf:lifo+defer", "lf", "lifo", true},
+        {"lf:lifo", "lf", "lifo", false},
+        {"lf:fifo", "lf", "fifo", false},
+        {"hshr", "hshr", "", false},
+        {"prefork:reuseport", "prefork", "reuseport", false},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct bench_config c;
+
+        bench_config_split(cases[i].spec, &c);
+        ck_assert_str_eq(c.model, cases[i].model);
+        ck_assert_str_eq(c.option, cases[i].option);
+        ck_assert_int_eq(c.defer, cases[i].defer);
+    }
+}
+END_TEST
+
+START_TEST(repetitions_alternate_over_the_claims_points)
+{
+    char *configs[] = {"lf:lifo", "reactor", "hshr", "lf:fifo"};
+    struct bench_options o = {.nconfigs = 4, .conc = {64, 1, 8}, .nconc = 3, .nrates = 2};
+    int order[4];
+
+    memcpy(o.configs, configs, sizeof(configs));
+    /* The first pass: every configuration in order, every point. */
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(bench_pass_config(&o, 0, i), i);
+    ck_assert_int_eq(bench_pass_points(&o, 0, "http:64k.bin"), 3);
+    ck_assert_int_eq(bench_pass_points(&o, 0, "line-open"), 2);
+    /* The second pass reversed, without reactor (no claim names it); the third in order. */
+    for (int i = 0; i < 4; i++)
+        order[i] = bench_pass_config(&o, 1, i);
+    ck_assert_int_eq(order[0], 3);
+    ck_assert_int_eq(order[1], 2);
+    ck_assert_int_eq(order[2], -1);
+    ck_assert_int_eq(order[3], 0);
+    ck_assert_int_eq(bench_pass_config(&o, 2, 0), 0);
+    ck_assert_int_eq(bench_pass_config(&o, 2, 1), -1);
+    /* Only the claims' workloads, at the lowest and highest concurrency. */
+    ck_assert(bench_pass_measures(&o, 1, "line", 1) && bench_pass_measures(&o, 1, "line", 64));
+    ck_assert(!bench_pass_measures(&o, 1, "line", 8));
+    ck_assert(bench_pass_measures(&o, 1, "http:hello.txt", 0));
+    ck_assert(bench_pass_measures(&o, 1, "interval", 0));
+    ck_assert(!bench_pass_measures(&o, 1, "http:64k.bin", 0));
+    ck_assert(!bench_pass_measures(&o, 1, "line-open", 0));
+    ck_assert_int_eq(bench_pass_points(&o, 1, "line"), 2);
+    ck_assert_int_eq(bench_pass_points(&o, 1, "interval"), 1);
+    ck_assert_int_eq(bench_pass_points(&o, 1, "line-open"), 0);
+}
+END_TEST
+
 Suite *bench_driver_suite(void);
 
 Suite *bench_driver_suite(void)
@@ -336,6 +399,8 @@ Suite *bench_driver_suite(void)
     tcase_add_test(tc, line_load_fails_without_a_server);
     tcase_add_test(tc, workdir_holds_the_peers_files);
     tcase_add_test(tc, peer_configuration_serves_the_port_and_root);
+    tcase_add_test(tc, config_names_its_deferred_promotion);
+    tcase_add_test(tc, repetitions_alternate_over_the_claims_points);
     suite_add_tcase(s, tc);
     return s;
 }
