@@ -240,14 +240,14 @@ static void to_op(const struct oltp_req *r, struct ledger_op *op)
     memcpy(op->key, r->key, OLTP_KEY_SIZE);
 }
 
-/* Applies ops[0..n) as one unit; the status, with *balance on OK. */
+/* Applies ops[0..n) as one unit; the status, with *balance on OK. A failed
+ * database leaves its own status in res (INTERNAL, IN_DOUBT, UNAVAILABLE:
+ * ledger_db.h), so the error itself adds nothing. */
 static uint16_t apply(struct ledger *l, const struct ledger_op *ops, size_t n, int64_t *balance)
 {
     struct ledger_result res = {0};
-    int err = ledger_db_apply(l->proc->db, ops, n, &res);
 
-    if (err < 0)
-        return OLTP_ST_INTERNAL;
+    (void)!ledger_db_apply(l->proc->db, ops, n, &res);
     *balance = res.balance;
     return res.status;
 }
@@ -299,6 +299,8 @@ static uint16_t run_plain(struct ledger *l, const struct oltp_req *r, struct olt
     }
     if (err == -ENOENT)
         return OLTP_ST_NO_ACCOUNT;
+    if (err == -ESHUTDOWN)
+        return OLTP_ST_UNAVAILABLE;
     return err < 0 ? OLTP_ST_INTERNAL : OLTP_ST_OK;
 }
 
@@ -388,6 +390,10 @@ static int serve(struct ledger *l, struct cr_conn *c, const struct oltp_req *r, 
     rp.count = 0;
     if (status == OLTP_ST_OK)
         status = oltp_req_check(r);
+    /* A failed database (ledger_db_is_failed) takes nothing more, PING
+     * included, so that a client or a monitor sees the ledger refuse. */
+    if (status == OLTP_ST_OK && ledger_db_is_failed(l->proc->db))
+        status = OLTP_ST_UNAVAILABLE;
     if (status == OLTP_ST_OK)
         status = r->session != 0 ? run_in_session(l, r, &rp) : run_plain(l, r, &rp);
     rp.status = status;
@@ -431,11 +437,11 @@ static int run_flush(struct ledger *l, struct cr_conn *c, struct run *run)
     if (n == 0)
         return 0;
     run->n = 0;
-    /* -EIO leaves OLTP_ST_INTERNAL in the results of the units it cost,
-     * which is their reply; the others have their own. -EINVAL would be
+    /* -EIO and -ESHUTDOWN leave the reply of each unit they cost in its
+     * result (ledger_db.h); the others have their own. -EINVAL would be
      * a run out of the bounds checked above. */
     err = ledger_db_apply_batch(l->proc->db, run->units, n, run->res);
-    assert(err == 0 || err == -EIO);
+    assert(err == 0 || err == -EIO || err == -ESHUTDOWN);
     for (size_t i = 0; i < n; i++) {
         struct oltp_reply rp = {
             .op = run->ops[i].op,

@@ -23,6 +23,12 @@
  * the one holding its own units, and returns: nobody leads forever, and
  * every caller returns as soon as the commit holding its units is durable.
  *
+ * Failure: a backend that meets LEDGER_DB_BROKEN (its storage failed, say a
+ * failed fsync) fails the whole db: every request from then on is refused
+ * (-ESHUTDOWN, status OLTP_ST_UNAVAILABLE), and its connections close
+ * without trusting the storage again (the backend's fence). A commit whose
+ * outcome is unknown answers OLTP_ST_IN_DOUBT, never OLTP_ST_INTERNAL.
+ *
  * Lock order: conns_lock and gc_lock are never held together.
  */
 #include "ledger_db_internal.h"
@@ -87,6 +93,9 @@ struct ledger_db {
     struct waiter *tail;
     bool leading;
 
+    /* Set once by fail() (release), read by is_failed (acquire). */
+    bool failed;
+
     /* Relaxed atomics: counters read only for ledger_db_stats. */
     struct ledger_db_stats stats;
 };
@@ -111,6 +120,29 @@ static void backoff(unsigned attempt)
     struct timespec ts = {.tv_nsec = (long)(attempt < 50 ? attempt : 50) * 200000L};
 
     nanosleep(&ts, NULL);
+}
+
+static bool is_failed(struct ledger_db *db)
+{
+    return __atomic_load_n(&db->failed, __ATOMIC_ACQUIRE);
+}
+
+/* Fails db for good when err says its storage failed (the top of the file);
+ * the first to do so logs why. Returns err. */
+static int note_err(struct ledger_db *db, int err)
+{
+    if (err == LEDGER_DB_BROKEN && !__atomic_exchange_n(&db->failed, true, __ATOMIC_RELEASE))
+        CR_LOG(CR_LOG_ERROR,
+               "ledger_db: the %s database's storage failed (an I/O error, such as a failed "
+               "sync): its state is unknown, so every request is refused from now on; "
+               "restart the ledger to recover the database from its log",
+               db->ops->name);
+    return err;
+}
+
+bool ledger_db_is_failed(struct ledger_db *db)
+{
+    return is_failed(db);
 }
 
 static bool has_prefix(const char *s, const char *prefix)
@@ -232,7 +264,7 @@ int ledger_db_open(struct ledger_db **out, const struct ledger_db_config *cfg)
     }
     if (err < 0) {
         ledger_db_close(db);
-        return err == -EAGAIN ? -EIO : err;
+        return err == -EAGAIN || err == LEDGER_DB_BROKEN ? -EIO : err;
     }
     *out = db;
     return 0;
@@ -257,6 +289,8 @@ void ledger_db_close(struct ledger_db *db)
     pthread_key_delete(db->key);
     while ((slot = db->conns) != NULL) {
         db->conns = slot->next;
+        if (is_failed(db) && db->ops->fence != NULL)
+            db->ops->fence(slot->conn);
         db->ops->disconnect(slot->conn);
         free(slot);
     }
@@ -390,7 +424,8 @@ static int lock_accounts(struct ledger_db *db, void *conn, struct waiter *first)
  * batch, each unit under its own savepoint, when grouped; else first holds
  * one unit, run without savepoint). Units the database need not see are
  * skipped. 0 when committed (or, for a lone unit that failed, rolled back),
- * else -EAGAIN / -EIO with the transaction rolled back.
+ * else -EAGAIN / -EIO with the transaction rolled back, or LEDGER_DB_IN_DOUBT
+ * when the commit's outcome is unknown. Fails db on LEDGER_DB_BROKEN.
  */
 static int try_batch(struct ledger_db *db, void *conn, struct waiter *first, bool grouped)
 {
@@ -435,6 +470,12 @@ static int try_batch(struct ledger_db *db, void *conn, struct waiter *first, boo
         }
     }
     err = ops->commit(conn);
+    if (err == LEDGER_DB_BROKEN || err == LEDGER_DB_IN_DOUBT) {
+        /* Not "nothing applied": the commit may have reached the disk. */
+        note_err(db, err);
+        (void)ops->rollback(conn);
+        return LEDGER_DB_IN_DOUBT;
+    }
     if (err < 0)
         goto out_rollback;
     stat_add(&db->stats.commits, 1);
@@ -443,20 +484,33 @@ static int try_batch(struct ledger_db *db, void *conn, struct waiter *first, boo
 out_rollback:
     /* The database's own error is what the caller needs; a failing
      * rollback after it adds nothing (the backend logged it). */
-    (void)ops->rollback(conn);
+    (void)note_err(db, ops->rollback(conn));
 out:
-    return err;
+    /* Before the commit: the transaction did not commit, whatever broke. */
+    return note_err(db, err) == LEDGER_DB_BROKEN ? -EIO : err;
+}
+
+/* The reply of a unit whose transaction ended with err (< 0). */
+static uint16_t failed_status(int err)
+{
+    if (err == LEDGER_DB_IN_DOUBT)
+        return OLTP_ST_IN_DOUBT;
+    return err == -ESHUTDOWN ? OLTP_ST_UNAVAILABLE : OLTP_ST_INTERNAL;
 }
 
 /* Runs the transaction of the waiters from first until it commits, reruns
- * on -EAGAIN. 0 or -EIO; on -EIO the result of every unit the database was
- * to see says OLTP_ST_INTERNAL. */
+ * on -EAGAIN. 0, -EIO or -ESHUTDOWN (db failed before); then the result of
+ * every unit the database was to see says failed_status. */
 static int run_batch(struct ledger_db *db, void *conn, struct waiter *first, bool grouped)
 {
     size_t k = 0;
     int err;
 
     for (unsigned attempt = 1;; attempt++) {
+        if (is_failed(db)) {
+            err = -ESHUTDOWN;
+            break;
+        }
         err = try_batch(db, conn, first, grouped);
         if (err != -EAGAIN)
             break;
@@ -475,14 +529,14 @@ static int run_batch(struct ledger_db *db, void *conn, struct waiter *first, boo
                 continue;
             k++;
             if (err < 0) {
-                w->res[i].status = OLTP_ST_INTERNAL;
+                w->res[i].status = failed_status(err);
                 w->res[i].failed_op = 0;
                 w->res[i].balance = 0;
             }
         }
     }
     if (err < 0)
-        return -EIO;
+        return err == -ESHUTDOWN ? err : -EIO;
     stat_add(&db->stats.units, k);
     stat_max(&db->stats.max_batch, k);
     return 0;
@@ -570,6 +624,13 @@ int ledger_db_apply_batch(struct ledger_db *db, const struct ledger_unit *units,
         has_db_unit |= is_db_unit(&units[i], &res[i]);
     if (!has_db_unit)
         return 0;
+    if (is_failed(db)) {
+        for (size_t i = 0; i < n; i++) {
+            if (is_db_unit(&units[i], &res[i]))
+                res[i].status = OLTP_ST_UNAVAILABLE;
+        }
+        return -ESHUTDOWN;
+    }
     err = thread_conn(db, &conn);
     if (err < 0) {
         /* The units the database was to see still say OLTP_ST_INTERNAL. */
@@ -580,9 +641,10 @@ int ledger_db_apply_batch(struct ledger_db *db, const struct ledger_unit *units,
         err = 0;
         for (size_t i = 0; i < n; i++) {
             struct waiter one = {.units = &units[i], .n = 1, .res = &res[i]};
+            int r = is_db_unit(&units[i], &res[i]) ? run_batch(db, conn, &one, false) : 0;
 
-            if (is_db_unit(&units[i], &res[i]) && run_batch(db, conn, &one, false) < 0)
-                err = -EIO;
+            if (r < 0 && err == 0)
+                err = r;
         }
         return err;
     }
@@ -611,10 +673,12 @@ static bool is_read_again(struct ledger_db *db, int err, unsigned attempt)
     return true;
 }
 
-/* What a read returns for err: 0, -ENOENT, else -EIO. */
-static int read_status(int err)
+/* What a read returns for err: 0, -ENOENT, -ESHUTDOWN, else -EIO. Fails
+ * db on LEDGER_DB_BROKEN. */
+static int read_status(struct ledger_db *db, int err)
 {
-    return err == 0 || err == -ENOENT ? err : -EIO;
+    note_err(db, err);
+    return err == 0 || err == -ENOENT || err == -ESHUTDOWN ? err : -EIO;
 }
 
 int ledger_db_balance(struct ledger_db *db, uint64_t account, int64_t *balance)
@@ -623,13 +687,13 @@ int ledger_db_balance(struct ledger_db *db, uint64_t account, int64_t *balance)
     int err;
 
     for (unsigned attempt = 1;; attempt++) {
-        err = thread_conn(db, &conn);
+        err = is_failed(db) ? -ESHUTDOWN : thread_conn(db, &conn);
         if (err == 0)
             err = db->ops->balance(conn, account, balance);
         if (!is_read_again(db, err, attempt))
             break;
     }
-    return read_status(err);
+    return read_status(db, err);
 }
 
 int ledger_db_history(struct ledger_db *db, uint64_t account, struct oltp_hist *out, unsigned max,
@@ -640,13 +704,13 @@ int ledger_db_history(struct ledger_db *db, uint64_t account, struct oltp_hist *
 
     *n = 0;
     for (unsigned attempt = 1;; attempt++) {
-        err = thread_conn(db, &conn);
+        err = is_failed(db) ? -ESHUTDOWN : thread_conn(db, &conn);
         if (err == 0)
             err = db->ops->history(conn, account, out, max, n);
         if (!is_read_again(db, err, attempt))
             break;
     }
-    return read_status(err);
+    return read_status(db, err);
 }
 
 int ledger_db_totals(struct ledger_db *db, int64_t *sum, uint64_t *accounts, uint64_t *negative)
@@ -655,13 +719,13 @@ int ledger_db_totals(struct ledger_db *db, int64_t *sum, uint64_t *accounts, uin
     int err;
 
     for (unsigned attempt = 1;; attempt++) {
-        err = thread_conn(db, &conn);
+        err = is_failed(db) ? -ESHUTDOWN : thread_conn(db, &conn);
         if (err == 0)
             err = db->ops->totals(conn, sum, accounts, negative);
         if (!is_read_again(db, err, attempt))
             break;
     }
-    return err == -ENOENT ? -EIO : read_status(err);
+    return err == -ENOENT ? -EIO : read_status(db, err);
 }
 
 int ledger_db_each_keyed(struct ledger_db *db, ledger_db_row_fn *fn, void *arg)

@@ -104,8 +104,8 @@ void ledger_db_close(struct ledger_db *db);
 /*
  * Applies ops[0..n) (1 <= n <= OLTP_MAX_SESSION_OPS) as one atomic unit and
  * returns once it is durable, or once it failed: res says which. Returns 0
- * (see res->status) or -EIO when the database failed (nothing applied;
- * res->status OLTP_ST_INTERNAL). Thread-safe; blocks.
+ * (see res->status), or -EIO or -ESHUTDOWN as ledger_db_apply_batch does,
+ * res->status saying what the unit's reply is. Thread-safe; blocks.
  */
 CR_MUST_CHECK int ledger_db_apply(struct ledger_db *db, const struct ledger_op *ops, size_t n,
                                   struct ledger_result *res);
@@ -120,26 +120,45 @@ CR_MUST_CHECK int ledger_db_apply(struct ledger_db *db, const struct ledger_op *
  * commit with each other and with other callers' units; without, they run
  * one after the other. ledger_db_apply is the call with n == 1. Returns 0
  * (see each res[i].status), -EINVAL (n or a nops out of range: nothing
- * applied, every res[i].status OLTP_ST_INTERNAL) or -EIO when the database
- * failed for some unit (those units applied nothing and say
- * OLTP_ST_INTERNAL; under group commit that is all n). Thread-safe; blocks.
+ * applied, every res[i].status OLTP_ST_INTERNAL), -EIO when the database
+ * failed for some unit (under group commit that is all n), or -ESHUTDOWN
+ * when the db has failed (ledger_db_is_failed) before the units reached it.
+ * A unit the database failed says:
+ * - OLTP_ST_INTERNAL when it is known not to be applied (the transaction
+ *   failed before its commit, or the database refused the commit);
+ * - OLTP_ST_IN_DOUBT when its commit's outcome is unknown (SQLite's sync
+ *   failed, PostgreSQL's connection was lost at COMMIT): it may be durable
+ *   or not, and only reading the database after recovery tells;
+ * - OLTP_ST_UNAVAILABLE when the db had failed before: not applied.
+ * Thread-safe; blocks.
  */
 CR_MUST_CHECK int ledger_db_apply_batch(struct ledger_db *db, const struct ledger_unit *units,
                                         size_t n, struct ledger_result *res);
 
-/* The balance of account: 0 with *balance, -ENOENT, -EIO. Thread-safe. */
+/*
+ * Whether the db refuses every request: its storage failed (an I/O error,
+ * such as a failed fsync, or corruption) so the state of its file is
+ * unknown, and only opening it again (a restart of the ledger, whose
+ * database then recovers from its log) makes it usable. Set once, never
+ * cleared; logged when it is set. Thread-safe.
+ */
+bool ledger_db_is_failed(struct ledger_db *db);
+
+/* The balance of account: 0 with *balance, -ENOENT, -EIO, -ESHUTDOWN (the
+ * db has failed). Thread-safe. */
 CR_MUST_CHECK int ledger_db_balance(struct ledger_db *db, uint64_t account, int64_t *balance);
 
 /*
  * Up to max of account's txns rows, newest first (delta: + for money in, -
  * out; other: the other account of a transfer, else 0). 0 with *n, -ENOENT
- * (no such account), -EIO. Thread-safe.
+ * (no such account), -EIO, -ESHUTDOWN (the db has failed). Thread-safe.
  */
 CR_MUST_CHECK int ledger_db_history(struct ledger_db *db, uint64_t account, struct oltp_hist *out,
                                     unsigned max, unsigned *n);
 
 /* For the checker. The sum of every balance, how many accounts and how many
- * of them are negative (never, by the CHECK). 0 or -EIO. Thread-safe. */
+ * of them are negative (never, by the CHECK). 0, -EIO or -ESHUTDOWN (the db
+ * has failed). Thread-safe. */
 CR_MUST_CHECK int ledger_db_totals(struct ledger_db *db, int64_t *sum, uint64_t *accounts,
                                    uint64_t *negative);
 

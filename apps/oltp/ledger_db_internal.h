@@ -10,23 +10,44 @@
  * -EAGAIN from the call that met them; ledger_db.c then rolls the whole
  * transaction back and runs it again (every unit of the batch), which is
  * safe because no caller has its result before the commit. Anything else
- * is -EIO, logged by the backend with the database's message.
+ * is -EIO, logged by the backend with the database's message, except:
+ *
+ * - LEDGER_DB_IN_DOUBT, from commit only: the transaction may or may not
+ *   be durable (PostgreSQL's connection was lost before COMMIT's answer).
+ * - LEDGER_DB_BROKEN, from any call: the storage failed under it (SQLite's
+ *   I/O errors, a failed fsync among them, and corruption), so the state of
+ *   the file is unknown. From commit it also means in doubt; from any other
+ *   call, that the transaction did not commit. ledger_db.c then refuses
+ *   every request of the db until it is opened again (docs/oltp.md says why).
+ *
+ * docs/oltp.md has the table of each backend's error paths and the status
+ * each one yields.
  */
+#define LEDGER_DB_IN_DOUBT (-EINPROGRESS)
+#define LEDGER_DB_BROKEN   (-EUCLEAN)
 #ifndef CABRANK_OLTP_LEDGER_DB_INTERNAL_H
 #define CABRANK_OLTP_LEDGER_DB_INTERNAL_H
 
 #include "ledger_db.h"
+
+#include <errno.h>
 
 struct ledger_backend_ops {
     const char *name; /* "sqlite", "postgresql" */
     /* Opens a connection for url (cfg of ledger_db_open). */
     int (*connect)(const struct ledger_db_config *cfg, void **conn);
     void (*disconnect)(void *conn);
+    /* Optional. The db has failed (LEDGER_DB_BROKEN): conn's disconnect,
+     * which follows, must not trust the storage (SQLite: no checkpoint, so
+     * the WAL stays for the next open's recovery). */
+    void (*fence)(void *conn);
     /* CREATE TABLE IF NOT EXISTS ...; run once, on the first connection. */
     int (*schema)(void *conn);
     /* A write transaction: SQLite BEGIN IMMEDIATE; PostgreSQL BEGIN
      * (READ COMMITTED: rows are locked by the UPDATEs, in account order). */
     int (*begin)(void *conn);
+    /* 0 once durable; -EAGAIN, -EIO (not committed), LEDGER_DB_IN_DOUBT or
+     * LEDGER_DB_BROKEN (either way the outcome is unknown). */
     int (*commit)(void *conn);
     /* Also called after a begin or commit that failed, when the database
      * may have ended the transaction itself: then it just returns 0. */

@@ -378,16 +378,40 @@ static int pg_begin(void *conn)
     return err < 0 ? err : exec_command(c, "BEGIN ISOLATION LEVEL READ COMMITTED");
 }
 
+/*
+ * Whether a COMMIT that failed with r may still have committed: the server
+ * only reports "nothing committed" with an ERROR on a connection that is
+ * still up (a deferred constraint, a serialization failure). No result, a
+ * connection lost (its FATAL 57P01 after pg_terminate_backend, a crash, a
+ * network failure: class 08), or a FATAL or PANIC severity leave it unknown:
+ * the server may have written the commit record before the connection went.
+ */
+static bool is_commit_in_doubt(struct pg_conn *c, const PGresult *r)
+{
+    const char *state = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+    const char *sev = r != NULL ? PQresultErrorField(r, PG_DIAG_SEVERITY_NONLOCALIZED) : NULL;
+
+    if (r == NULL || state == NULL || PQstatus(c->pg) != CONNECTION_OK)
+        return true;
+    if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0)
+        return true;
+    return sev != NULL && (strcmp(sev, "FATAL") == 0 || strcmp(sev, "PANIC") == 0);
+}
+
 static int pg_commit(void *conn)
 {
     struct pg_conn *c = conn;
     PGresult *r = PQexec(c->pg, "COMMIT");
 
-    /* A connection lost here leaves the outcome unknown; it is -EIO like
-     * any other failure, and a keyed op sent again finds its row if the
-     * commit happened. */
-    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        if (is_commit_in_doubt(c, r)) {
+            log_error("COMMIT: the outcome is unknown",
+                      r != NULL ? PQresultErrorMessage(r) : PQerrorMessage(c->pg));
+            PQclear(r);
+            return LEDGER_DB_IN_DOUBT;
+        }
         return result_error(c, r, "COMMIT");
+    }
     /* COMMIT of a transaction that met an error ends it as a ROLLBACK,
      * without an error. */
     if (strcmp(PQcmdStatus(r), "COMMIT") != 0) {

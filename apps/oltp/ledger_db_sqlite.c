@@ -7,6 +7,14 @@
  * lifetime. Writers serialize on SQLite's write lock: BEGIN IMMEDIATE takes
  * it up front (waiting up to the busy timeout), so a transaction never fails
  * halfway for a lock. Owns its sqlite3 handle and statements.
+ *
+ * A failed sync is never taken for "nothing applied": after SQLite's fsync
+ * of the WAL fails at COMMIT, the commit's frames may still be in the file
+ * and a later open's recovery may replay them. So every I/O error
+ * (SQLITE_IOERR_*, SQLITE_IOERR_FSYNC among them) and corruption is
+ * LEDGER_DB_BROKEN, and any error of COMMIT but busy is in doubt. The WAL's
+ * checkpoints, which sync the database file, run from this file's WAL hook
+ * rather than SQLite's default one, which ignores their errors.
  */
 #include "ledger_db_internal.h"
 
@@ -15,6 +23,9 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Checkpoint once the WAL holds this many frames (SQLite's default). */
+#define CHECKPOINT_FRAMES 1000
 
 /* The statements a connection prepares on first use and keeps. */
 enum stmt_id {
@@ -77,10 +88,20 @@ static const char schema_sql[] = "CREATE TABLE IF NOT EXISTS accounts ("
 struct sq_conn {
     sqlite3 *db;
     sqlite3_stmt *st[ST_COUNT];
+    /* The error of the checkpoint the last COMMIT ran, or SQLITE_OK. */
+    int checkpoint_rc;
 };
 
+static bool is_storage_error(int rc)
+{
+    int prim = rc & 0xff;
+
+    return prim == SQLITE_IOERR || prim == SQLITE_CORRUPT || prim == SQLITE_NOTADB;
+}
+
 /* Busy (past the busy timeout) and locked are transient: ledger_db.c rolls
- * back and reruns the transaction. Anything else is logged. */
+ * back and reruns the transaction. Anything else is logged; a storage error
+ * is LEDGER_DB_BROKEN (the top of the file). */
 static int sq_err(struct sq_conn *c, int rc, const char *what)
 {
     int prim = rc & 0xff;
@@ -88,7 +109,23 @@ static int sq_err(struct sq_conn *c, int rc, const char *what)
     if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
         return -EAGAIN;
     CR_LOG(CR_LOG_ERROR, "sqlite: %s failed: %s (%d)", what, sqlite3_errmsg(c->db), rc);
-    return -EIO;
+    return is_storage_error(rc) ? LEDGER_DB_BROKEN : -EIO;
+}
+
+/* The WAL hook, run after each commit of c (its WAL already synced): the
+ * checkpoint SQLite's default hook would run, with its error kept for
+ * sq_commit. Busy (a reader in the way) is no error: the next one goes on. */
+static int on_wal_commit(void *arg, sqlite3 *db, const char *name, int frames)
+{
+    struct sq_conn *c = arg;
+    int rc;
+
+    if (frames < CHECKPOINT_FRAMES)
+        return SQLITE_OK;
+    rc = sqlite3_wal_checkpoint_v2(db, name, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_BUSY)
+        c->checkpoint_rc = rc;
+    return SQLITE_OK;
 }
 
 static int stmt_get(struct sq_conn *c, enum stmt_id id, sqlite3_stmt **out)
@@ -170,6 +207,7 @@ static int sq_connect(const struct ledger_db_config *cfg, void **conn)
         goto out_close;
     }
     sqlite3_extended_result_codes(c->db, 1);
+    sqlite3_wal_hook(c->db, on_wal_commit, c);
     sqlite3_busy_timeout(c->db, cfg->busy_timeout_ms ? (int)cfg->busy_timeout_ms : 10000);
     /* WAL: readers do not block the writer; FULL: the WAL is fsynced at
      * every commit, so an acknowledged unit survives a kill or a crash. */
@@ -208,7 +246,34 @@ static int sq_begin(void *conn)
 
 static int sq_commit(void *conn)
 {
-    return run_simple(conn, ST_COMMIT);
+    struct sq_conn *c = conn;
+    int err;
+
+    c->checkpoint_rc = SQLITE_OK;
+    err = run_simple(c, ST_COMMIT);
+    if (err == 0 && c->checkpoint_rc != SQLITE_OK) {
+        CR_LOG(CR_LOG_ERROR, "sqlite: checkpoint after COMMIT failed: %s (%d)",
+               sqlite3_errstr(c->checkpoint_rc), c->checkpoint_rc);
+        /* The commit is in the synced WAL, but after a storage error the
+         * database file's state is unknown: the commit is answered in
+         * doubt, and the db fails (a checkpoint that later seemed to
+         * succeed could reset a WAL whose pages never reached the file).
+         * Any other failure of a checkpoint leaves the WAL as it was. */
+        if (is_storage_error(c->checkpoint_rc))
+            return LEDGER_DB_BROKEN;
+    }
+    /* Busy leaves the transaction open, unapplied (-EAGAIN: rerun). Any
+     * other error may have left a commit record that recovery replays. */
+    return err == -EIO ? LEDGER_DB_IN_DOUBT : err;
+}
+
+static void sq_fence(void *conn)
+{
+    struct sq_conn *c = conn;
+
+    /* Leave the WAL for the next open's recovery; a checkpoint now would
+     * trust syncs of a file whose earlier sync failed. */
+    (void)sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
 }
 
 static int sq_rollback(void *conn)
@@ -535,6 +600,7 @@ const struct ledger_backend_ops ledger_backend_sqlite = {
     .name = "sqlite",
     .connect = sq_connect,
     .disconnect = sq_disconnect,
+    .fence = sq_fence,
     .schema = sq_schema,
     .begin = sq_begin,
     .commit = sq_commit,

@@ -98,13 +98,19 @@ enum oltp_status {
     OLTP_ST_NO_SESSION = 9,    /* unknown, expired, committed or aborted session */
     OLTP_ST_SESSION_BUSY = 10, /* another request of the session is in progress */
     OLTP_ST_NOT_IN_SESSION =
-        11,                   /* op not allowed inside a session (BALANCE, HISTORY, OPEN, BEGIN) */
-    OLTP_ST_TOO_LARGE = 12,   /* session over OLTP_MAX_SESSION_OPS, or too many sessions */
-    OLTP_ST_KEY_REUSED = 13,  /* idempotency key seen with other arguments */
-    OLTP_ST_NEED_KEY = 14,    /* TRANSFER without a key */
-    OLTP_ST_UNAVAILABLE = 15, /* gateway: no live back end */
-    OLTP_ST_IN_DOUBT = 16,    /* gateway: the back end died with it in flight, not idempotent */
-    OLTP_ST_INTERNAL = 17,    /* database error; nothing was applied */
+        11,                  /* op not allowed inside a session (BALANCE, HISTORY, OPEN, BEGIN) */
+    OLTP_ST_TOO_LARGE = 12,  /* session over OLTP_MAX_SESSION_OPS, or too many sessions */
+    OLTP_ST_KEY_REUSED = 13, /* idempotency key seen with other arguments */
+    OLTP_ST_NEED_KEY = 14,   /* TRANSFER without a key */
+    /* Not applied, safe to retry: the gateway has no live back end, or the
+     * ledger's database failed and it refuses every request. */
+    OLTP_ST_UNAVAILABLE = 15,
+    /* The outcome is unknown (applied or not): the gateway's back end died
+     * with it in flight and it was not idempotent, or the ledger's commit
+     * failed in a way that may have left it durable (a failed sync, the
+     * database connection lost at COMMIT). Resend only with its key. */
+    OLTP_ST_IN_DOUBT = 16,
+    OLTP_ST_INTERNAL = 17, /* database error; known not to be applied */
 };
 #define OLTP_ST_COUNT 18
 
