@@ -101,6 +101,7 @@ APP_LIB_SRCS  := $(filter-out $(APP_MAIN_SRCS),$(APP_ALL_SRCS))
 prog_name = cabrank-$(if $(filter main.c,$(notdir $(1))),$(notdir $(patsubst %/,%,$(dir $(1)))),$(patsubst main_%.c,%,$(notdir $(1))))
 APP_PROGS     := $(foreach f,$(APP_MAIN_SRCS),$(call prog_name,$(f)))
 FORMAT_FILES := $(sort $(wildcard include/cabrank/*.h src/*.[ch] src/*/*.[ch] tests/*/*.[ch] \
+                  tests/support/preload/*.c \
                   examples/*.c apps/*/*.[ch] bench/*.[ch] bench/*/*.[ch] fuzz/*.c tools/*.c))
 
 # ---------------------------------------------------------------- dependencies
@@ -186,6 +187,15 @@ $(call every,$(INTEG_NAMES)): $$(call objs,$$@,tests/integration/$$(@F).c) \
 	@mkdir -p $(@D)
 	$(CC) $(LDFLAGS_$(call variant,$@)) -pthread -o $@ $^ $(DEP_LIBS) $(APP_LIBS)
 
+# Fault-injection shims (tests/support/preload/<name>.c): shared objects a test preloads
+# into a program it starts (LD_PRELOAD), as <variant>/test-preload/<name>.so. Built
+# without sanitizers, for tests only: nothing links them, nothing installs them.
+PRELOAD_SRCS  := $(sort $(wildcard tests/support/preload/*.c))
+PRELOAD_NAMES := $(patsubst tests/support/preload/%.c,test-preload/%.so,$(PRELOAD_SRCS))
+$(call every,$(PRELOAD_NAMES)): $$(patsubst %.so,tests/support/preload/%.c,$$(@F)) | deps
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_GNU_SOURCE -pthread $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
+
 # The programs cabrank-<prog>, from their main source.
 main_of = $(foreach f,$(APP_MAIN_SRCS),$(if $(filter $(1),$(call prog_name,$(f))),$(f)))
 PROGS := $(filter-out $(PGO_REPLACES),$(call every,$(APP_PROGS))) $(PGO_PLAIN)
@@ -197,7 +207,8 @@ $(PROGS): $$(call objs,$$@,$$(call main_of,$$(@F))) \
 # integration programs and programs.
 .PHONY: $(addsuffix -all,$(VARIANTS))
 $(addsuffix -all,$(VARIANTS)): %-all: $$(addprefix $$(OUT_$$*)/,libcabrank.a unit-tests \
-                                     $$(EXAMPLE_NAMES) $$(INTEG_NAMES) $$(APP_PROGS))
+                                     $$(EXAMPLE_NAMES) $$(INTEG_NAMES) $$(APP_PROGS) \
+                                     $$(PRELOAD_NAMES))
 
 -include $(foreach v,$(VARIANTS),$(shell find $(OBJ_$(v)) -name '*.d' 2>/dev/null))
 

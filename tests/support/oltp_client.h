@@ -120,6 +120,7 @@ struct cr_test_oltp_verdict {
     bool ok;             /* every check passed */
     unsigned acked;      /* transfers answered OK */
     unsigned unanswered; /* transfers sent and never answered */
+    unsigned in_doubt;   /* transfers answered IN_DOUBT: present or not */
     uint64_t accounts;
     int64_t sum;
     char report[2048]; /* the checker's lines and every failed check */
@@ -129,7 +130,8 @@ struct cr_test_oltp_verdict {
  * The end check of a joined load against the database at db_url, by
  * oltp_check_run: every acknowledged transfer is there exactly once with
  * the arguments it was sent with; no row carries a key no client sent or
- * a refused transfer's; the sum of the balances is accounts * balance and
+ * a refused transfer's (one answered IN_DOUBT may be there or not); the
+ * sum of the balances is accounts * balance and
  * none is negative. Also: the database has accounts accounts, some transfer
  * was acknowledged, and every transfer sent was answered (the checker
  * allows an unanswered transfer applied twice). 0 with *v, or -errno (no
