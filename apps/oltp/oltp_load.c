@@ -234,6 +234,16 @@ static bool retry_pause(struct client *c, unsigned n)
     return true;
 }
 
+/* Whether req, whose last try ended with err or status, may go again: when
+ * it is known not applied, or it carries a key (the ledger applies a key
+ * once). An unkeyed write lost in flight or in doubt never goes twice. */
+static bool is_resendable(const struct oltp_req *req, int err, uint16_t status)
+{
+    if (err == 0 && (status == OLTP_ST_UNAVAILABLE || status == OLTP_ST_INTERNAL))
+        return true;
+    return oltp_req_is_idempotent(req);
+}
+
 static void random_transfer(struct client *c, struct oltp_req *t, uint64_t session)
 {
     uint64_t n = c->run->accounts;
@@ -278,18 +288,22 @@ static void do_transfer(struct client *c, uint64_t due_ns)
         }
         if (err == 0 && rep.status == OLTP_ST_INSUFFICIENT)
             return;
+        if (err == 0 && rep.status == OLTP_ST_IN_DOUBT)
+            c->r.in_doubt++;
         /* A lost connection, the gateway could not place it, or the
-         * database failed: a keyed transfer is safe to send again. */
+         * database failed: known not applied (UNAVAILABLE, INTERNAL), or
+         * of unknown outcome, which only its key makes safe to resend. */
         if ((err < 0 || rep.status == OLTP_ST_UNAVAILABLE || rep.status == OLTP_ST_IN_DOUBT ||
              rep.status == OLTP_ST_INTERNAL) &&
-            retry_pause(c, attempt))
+            is_resendable(&req, err, rep.status) && retry_pause(c, attempt))
             continue;
         if (err == 0 || !run->cfg->retry)
             c->r.unexpected++;
-        if (!sent)
+        /* Any answer but IN_DOUBT says the transfer was not applied. */
+        if (!sent || (err == 0 && rep.status != OLTP_ST_IN_DOUBT))
             return;
-        /* The outcome is unknown, or an error we did not expect: either
-         * way the checker must accept the key in the database or not. */
+        /* The outcome is unknown: the checker must accept the key in the
+         * database or not. */
         log_add(run, &c->sent, &req);
         c->r.in_flight++;
         return;
@@ -348,8 +362,11 @@ static void do_session(struct client *c)
     }
     if (err == 0 && rep.status == OLTP_ST_INSUFFICIENT)
         return;
-    /* The COMMIT went out: its transfers may be applied or not. */
-    if (sent) {
+    if (err == 0 && rep.status == OLTP_ST_IN_DOUBT)
+        c->r.in_doubt += 2;
+    /* The COMMIT went out and its answer is lost or IN_DOUBT: its transfers
+     * may be applied or not. Any other answer says they were not. */
+    if (sent && (err < 0 || rep.status == OLTP_ST_IN_DOUBT)) {
         log_add(run, &c->sent, &t[0]);
         log_add(run, &c->sent, &t[1]);
         c->r.in_flight += 2;
@@ -544,6 +561,7 @@ static void add_result(struct oltp_load_result *to, const struct oltp_load_resul
     to->replies += r->replies;
     to->sessions += r->sessions;
     to->in_flight += r->in_flight;
+    to->in_doubt += r->in_doubt;
     for (int i = 0; i < OLTP_ST_COUNT; i++)
         to->status[i] += r->status[i];
     to->conn_errors += r->conn_errors;
@@ -679,6 +697,8 @@ void oltp_load_print(const struct oltp_load_config *cfg, const struct oltp_load_
     fprintf(out, "%s\n", first ? "" : ")");
     fprintf(out,
             "errors: connection %" PRIu64 ", protocol %" PRIu64 ", retries %" PRIu64
-            ", outcome unknown %" PRIu64 ", unexpected %" PRIu64 "\n",
-            res->conn_errors, res->proto_errors, res->retries, res->in_flight, res->unexpected);
+            ", answered in doubt %" PRIu64 ", outcome unknown %" PRIu64 ", unexpected %" PRIu64
+            "\n",
+            res->conn_errors, res->proto_errors, res->retries, res->in_doubt, res->in_flight,
+            res->unexpected);
 }

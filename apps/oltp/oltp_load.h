@@ -60,10 +60,13 @@ struct oltp_load_config {
 
 struct oltp_load_result {
     double elapsed_s;
-    uint64_t acked;                 /* transfers acknowledged (sessions' included) */
-    uint64_t replies;               /* replies of every op */
-    uint64_t sessions;              /* sessions committed */
-    uint64_t in_flight;             /* transfers whose outcome was never learnt */
+    uint64_t acked;     /* transfers acknowledged (sessions' included) */
+    uint64_t replies;   /* replies of every op */
+    uint64_t sessions;  /* sessions committed */
+    uint64_t in_flight; /* transfers whose outcome was never learnt */
+    /* Transfers answered IN_DOUBT (sessions' counted per transfer), each
+     * time: resent only with their key, else logged as of unknown outcome. */
+    uint64_t in_doubt;
     uint64_t status[OLTP_ST_COUNT]; /* replies by status */
     uint64_t conn_errors;           /* failed connects, sends, reads, timeouts */
     uint64_t proto_errors;          /* replies that did not decode or match */
