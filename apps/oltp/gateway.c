@@ -192,6 +192,12 @@ static int answer_forwarded(struct client *c, const struct oltp_req *req, struct
     return write_client(c, c->out, len);
 }
 
+/* Whether req changes nothing: a read or a PING. */
+static bool is_read(const struct oltp_req *req)
+{
+    return req->op == OLTP_OP_BALANCE || req->op == OLTP_OP_HISTORY || req->op == OLTP_OP_PING;
+}
+
 /* forward_in_set's answer when nothing was delivered: try another set. */
 #define TRY_ELSEWHERE 1
 
@@ -254,11 +260,12 @@ static int forward_in_set(struct client *c, const struct oltp_req *req, struct g
         if (got > 0)
             return answer_forwarded(c, req, be, epoch, (size_t)got);
         if (got == -ETIMEDOUT || got == -ECANCELED || got == -EMSGSIZE || !idempotent) {
-            /* It may have been applied: only a request that is safe to send
-             * twice may be told to try again. */
+            /* A write may have been applied, key or not: IN_DOUBT (its key
+             * makes sending it again safe, not its outcome known). Only
+             * what changes nothing is UNAVAILABLE, "not applied". */
             CR_LOG(CR_LOG_DEBUG, "backend %s: %s: %s", be->addr, oltp_op_name(req->op),
                    strerror((int)-got));
-            return answer_local(c, req, idempotent ? OLTP_ST_UNAVAILABLE : OLTP_ST_IN_DOUBT);
+            return answer_local(c, req, is_read(req) ? OLTP_ST_UNAVAILABLE : OLTP_ST_IN_DOUBT);
         }
         /* The connection failed under an idempotent request: elsewhere, but
          * a session's back end has lost it. */

@@ -9,11 +9,11 @@
  * Shown: the request id is rewritten on the way in and restored on the way
  * out; out-of-order replies reach their clients; invalid requests never
  * reach a back end; least-outstanding balancing; failover (idempotent
- * requests retried elsewhere, others IN_DOUBT); UNAVAILABLE with no back
- * end; reconnection after a back end comes back; a silent back end failed by
- * the health check; the hybrid deadlock test; session pinning; handle
- * sets: two sets each accept and answer on their own back-end connections,
- * and the automatic count follows the affinity mask (one CPU, one set).
+ * requests retried elsewhere, others IN_DOUBT); a timed-out write IN_DOUBT
+ * even with a key; UNAVAILABLE with no back end; reconnection after a back end comes back; a silent
+ * back end failed by the health check; the hybrid deadlock test; session pinning; handle sets: two
+ * sets each accept and answer on their own back-end connections, and the automatic count follows
+ * the affinity mask (one CPU, one set).
  */
 #include "../../apps/oltp/gateway.h"
 #include "../../apps/oltp/proto.h"
@@ -736,6 +736,33 @@ START_TEST(failover_retries_idempotent_requests_and_doubts_the_others)
 }
 END_TEST
 
+/* A back end that holds its replies past the gateway's timeout: a write
+ * may have been applied there, so even a keyed one is IN_DOUBT (its key makes
+ * a resend safe, not its outcome known); a read is UNAVAILABLE. */
+START_TEST(a_write_timed_out_is_in_doubt_even_with_a_key)
+{
+    struct gw_opts o = {.threads = 2, .connections = 1, .timeout_ms = 300 * (uint64_t)scale()};
+    struct oltp_req dep = keyed(OLTP_OP_DEPOSIT, 21, 7, 100);
+    struct oltp_req bal = req_of(OLTP_OP_BALANCE, 22, 7);
+    struct oltp_gateway *g;
+    struct fake a;
+    int fd;
+
+    fake_start(&a, 1);
+    fake_set(&a, true, 0, true);
+    g = gw_start(&a.port, 1, &o);
+    wait_conns(g, 0, 1);
+    fd = cl_open(g);
+    ck_assert_uint_eq(call(fd, &dep)->status, OLTP_ST_IN_DOUBT);
+    ck_assert_uint_eq(call(fd, &bal)->status, OLTP_ST_UNAVAILABLE);
+    ck_assert_uint_eq(gw_stats(g)->in_doubt, 1);
+    close(fd);
+    fake_release(&a);
+    gw_stop(g);
+    fake_stop(&a);
+}
+END_TEST
+
 START_TEST(no_live_back_end_answers_unavailable_at_once)
 {
     struct fake a;
@@ -1128,6 +1155,7 @@ Suite *gateway_suite(void)
 
     tcase_set_timeout(tf, 60);
     tcase_add_test(tf, failover_retries_idempotent_requests_and_doubts_the_others);
+    tcase_add_test(tf, a_write_timed_out_is_in_doubt_even_with_a_key);
     tcase_add_test(tf, no_live_back_end_answers_unavailable_at_once);
     tcase_add_test(tf, reconnects_when_the_back_end_comes_back);
     tcase_add_test(tf, health_check_fails_a_silent_back_end);
