@@ -62,7 +62,7 @@ static const char *const status_names[OLTP_ST_COUNT] = {
     [OLTP_ST_KEY_REUSED] = "idempotency key reused",
     [OLTP_ST_NEED_KEY] = "idempotency key required",
     [OLTP_ST_UNAVAILABLE] = "unavailable, not applied",
-    [OLTP_ST_IN_DOUBT] = "outcome unknown",
+    [OLTP_ST_IN_DOUBT] = "outcome in doubt",
     [OLTP_ST_INTERNAL] = "internal error, not applied",
 };
 

@@ -13,66 +13,6 @@
 #include "../support/oltp_client.h"
 #include "httpd_client.h"
 
-#include <poll.h>
-
-/*
- * Runs cabrank-oltp-load with args (NULL-terminated), its stdout collected
- * into out (echoed to stderr for the log of the run). Returns its exit
- * status, or -1 if it did not end within timeout_ms (then killed).
- */
-static int run_load(char **args, char *out, size_t cap, int timeout_ms)
-{
-    char path[4096];
-    char *argv[32];
-    int fds[2];
-    int n = 0;
-    size_t len = 0;
-    uint64_t deadline = cr_test_now_ms() + (uint64_t)timeout_ms;
-    pid_t pid;
-    int st;
-
-    cr_test_build_path("cabrank-oltp-load", path, sizeof(path));
-    argv[n++] = path;
-    for (int i = 0; args[i] != NULL && n < 31; i++)
-        argv[n++] = args[i];
-    argv[n] = NULL;
-    if (pipe2(fds, O_CLOEXEC) < 0)
-        return -1;
-    pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        dup2(fds[1], STDOUT_FILENO);
-        execv(path, argv);
-        _exit(127);
-    }
-    close(fds[1]);
-    for (;;) {
-        struct pollfd p = {.fd = fds[0], .events = POLLIN};
-        uint64_t now = cr_test_now_ms();
-        ssize_t r;
-
-        if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
-            break;
-        r = read(fds[0], out + len, cap - 1 - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-        if (len == cap - 1)
-            break;
-    }
-    out[len] = '\0';
-    close(fds[0]);
-    fprintf(stderr, "--- cabrank-oltp-load");
-    for (int i = 1; i < n; i++)
-        fprintf(stderr, " %s", argv[i]);
-    fprintf(stderr, "\n%s---\n", out);
-    if (cr_test_wait_exit(pid, (int)(deadline > cr_test_now_ms() ? deadline - cr_test_now_ms() : 1),
-                          &st) < 0)
-        return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 int main(void)
 {
     char dir[64] = "/tmp/cr-oltp-run-XXXXXX";
@@ -122,7 +62,7 @@ int main(void)
         char *args[] = {"--target", gw_addr, "--setup", "--clients", "8", "--seconds",
                         "2",        "--log", log,       "--check",   db,  NULL};
 
-        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        rc = cr_test_oltp_run_load(args, out, sizeof(out), cr_test_tmo(60000));
         CHECK(rc == 0, "load through the gateway: exit %d", rc);
         CHECK(strstr(out, "PASS acknowledged_once\n") != NULL, "the checker ran");
         CHECK(strstr(out, "\n5 passed, 0 failed\n") != NULL, "through the gateway: all passed");
@@ -133,7 +73,7 @@ int main(void)
         char *args[] = {"--target", ledger_addr, "--clients", "8",        "--seconds", "2", "--mix",
                         "mixed",    "--log",     log,         "--append", "--check",   db,  NULL};
 
-        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        rc = cr_test_oltp_run_load(args, out, sizeof(out), cr_test_tmo(60000));
         CHECK(rc == 0, "mixed load on the ledger: exit %d", rc);
         CHECK(strstr(out, "\n5 passed, 0 failed\n") != NULL, "on the ledger: all passed");
         CHECK(strstr(out, "in 0 sessions") == NULL, "some sessions committed");
@@ -148,7 +88,7 @@ int main(void)
                         "--log",      log,      "--append",
                         "--check",    db,       NULL};
 
-        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        rc = cr_test_oltp_run_load(args, out, sizeof(out), cr_test_tmo(60000));
         CHECK(rc == 0, "open loop through the gateway: exit %d", rc);
         CHECK(strstr(out, "open loop at 400/s") != NULL, "open loop");
         {
@@ -167,7 +107,7 @@ int main(void)
         char *args[] = {"--check-only", "--log", empty, "--db", db, NULL};
 
         CHECK(f != NULL && fclose(f) == 0, "empty log");
-        rc = run_load(args, out, sizeof(out), cr_test_tmo(60000));
+        rc = cr_test_oltp_run_load(args, out, sizeof(out), cr_test_tmo(60000));
         CHECK(rc == 1, "an empty log: exit %d", rc);
         CHECK(strstr(out, "FAIL nothing_unsent: ") != NULL, "foreign rows found");
         CHECK(strstr(out, "\n3 passed, 1 failed\n") != NULL, "only that check failed");

@@ -13,7 +13,9 @@
  * the answers: every OK transfer is there once, no refused one is, the sum
  * is unchanged. Two runs: every sync after the 5th fails, under group
  * commit; each sync fails with probability 0.25 (seeded), one commit per
- * transfer. Exit 0 pass, 1 fail.
+ * transfer. And cabrank-oltp-load against such a ledger: it counts the
+ * IN_DOUBT answers on their own and logs only those as of unknown outcome,
+ * and its checker agrees with the database. Exit 0 pass, 1 fail.
  */
 #include "../support/oltp_client.h"
 #include "httpd_client.h"
@@ -224,6 +226,71 @@ static void test_faulty(const char *what, const char *after, const char *prob, b
             (long long)v.sum);
 }
 
+/* The number after label in out (the first one), or -1. */
+static long number_after(const char *out, const char *label)
+{
+    const char *p = strstr(out, label);
+
+    return p != NULL ? strtol(p + strlen(label), NULL, 10) : -1;
+}
+
+/*
+ * cabrank-oltp-load against a ledger whose syncs fail: its report counts
+ * the transfers answered IN_DOUBT on their own ("answered in doubt N"),
+ * logs exactly those as of unknown outcome (the refused ones were not
+ * applied), and its checker then agrees with the database.
+ */
+static void test_load_tool(void)
+{
+    static char out[16384];
+    const char *asan_env = getenv("ASAN_OPTIONS");
+    char *asan = asan_env != NULL ? strdup(asan_env) : NULL;
+    struct hc_server s = {0};
+    char db[512];
+    char log[512];
+    char acked[512];
+    char target[64];
+    long in_doubt;
+    long unknown;
+    int err;
+
+    snprintf(db, sizeof(db), "%s/tool.db", dir);
+    snprintf(log, sizeof(log), "%s/tool.log", dir);
+    snprintf(acked, sizeof(acked), "%s/acked.log", dir);
+    CHECK(cr_test_oltp_make_db(db, ACCOUNTS, 100000) == 0, "tool: creating the database");
+    preload_on("5", NULL);
+    err = start_ledger(&s, db, log, true);
+    preload_off(asan);
+    free(asan);
+    if (err < 0) {
+        hc_failures++;
+        return;
+    }
+    snprintf(target, sizeof(target), "127.0.0.1:%u", (unsigned)s.port);
+    {
+        char *args[] = {"--target",   target, "--accounts", "16",  "--clients", "2",
+                        "--requests", "60",   "--log",      acked, NULL};
+
+        /* Not 0: the refused transfers are errors the run did not expect. */
+        CHECK(cr_test_oltp_run_load(args, out, sizeof(out), hc_tmo(60000)) == 1,
+              "tool: the load's exit status");
+    }
+    in_doubt = number_after(out, "answered in doubt ");
+    unknown = number_after(out, "outcome unknown ");
+    CHECK(in_doubt > 0, "tool: no transfer counted as answered in doubt");
+    CHECK(unknown == in_doubt, "tool: %ld transfers of unknown outcome, %ld answered in doubt",
+          unknown, in_doubt);
+    CHECK(hc_stop(&s) == 0, "tool: graceful stop");
+    {
+        char *args[] = {"--check-only", "--log", acked,          "--db",    db,
+                        "--accounts",   "16",    "--expect-sum", "1600000", NULL};
+
+        CHECK(cr_test_oltp_run_load(args, out, sizeof(out), hc_tmo(60000)) == 0 &&
+                  strstr(out, "4 passed, 0 failed") != NULL,
+              "tool: the checker against the database");
+    }
+}
+
 int main(void)
 {
     unsigned per = hc_is_sanitized() ? 15 : 40;
@@ -235,6 +302,7 @@ int main(void)
     }
     test_faulty("after5", "5", NULL, true, per);
     test_faulty("random", NULL, "0.25", false, per);
+    test_load_tool();
     (void)cr_test_rmtree(dir);
     if (hc_failures != 0) {
         fprintf(stderr, "oltp_sync_fault: %d checks failed\n", hc_failures);

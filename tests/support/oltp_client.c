@@ -15,10 +15,13 @@
 #include "support.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 int cr_test_oltp_spawn(const char *prog, char *const args[], pid_t *pid, uint16_t *port,
@@ -43,6 +46,59 @@ int cr_test_oltp_spawn(const char *prog, char *const args[], pid_t *pid, uint16_
     if (err < 0)
         fprintf(stderr, "starting %s: %s\n", path, strerror(-err));
     return err;
+}
+
+int cr_test_oltp_run_load(char **args, char *out, size_t cap, int timeout_ms)
+{
+    char path[4096];
+    char *argv[32];
+    int fds[2];
+    int n = 0;
+    size_t len = 0;
+    uint64_t deadline = cr_test_now_ms() + (uint64_t)timeout_ms;
+    pid_t pid;
+    int st;
+
+    cr_test_build_path("cabrank-oltp-load", path, sizeof(path));
+    argv[n++] = path;
+    for (int i = 0; args[i] != NULL && n < 31; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    if (pipe2(fds, O_CLOEXEC) < 0)
+        return -1;
+    pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        execv(path, argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    for (;;) {
+        struct pollfd p = {.fd = fds[0], .events = POLLIN};
+        uint64_t now = cr_test_now_ms();
+        ssize_t r;
+
+        if (now >= deadline || poll(&p, 1, (int)(deadline - now)) <= 0)
+            break;
+        r = read(fds[0], out + len, cap - 1 - len);
+        if (r <= 0)
+            break;
+        len += (size_t)r;
+        if (len == cap - 1)
+            break;
+    }
+    out[len] = '\0';
+    close(fds[0]);
+    fprintf(stderr, "--- cabrank-oltp-load");
+    for (int i = 1; i < n; i++)
+        fprintf(stderr, " %s", argv[i]);
+    fprintf(stderr, "\n%s---\n", out);
+    if (cr_test_wait_exit(pid, (int)(deadline > cr_test_now_ms() ? deadline - cr_test_now_ms() : 1),
+                          &st) < 0)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 int cr_test_oltp_send(int fd, const struct oltp_req *r)

@@ -31,6 +31,14 @@
 int cr_test_oltp_spawn(const char *prog, char *const args[], pid_t *pid, uint16_t *port,
                        int timeout_ms);
 
+/*
+ * Runs the built cabrank-oltp-load with args (NULL-terminated, at most 30),
+ * its stdout collected into out (NUL-terminated; echoed to stderr for the
+ * log of the run). Returns its exit status, or -1 if it did not end within
+ * timeout_ms (then killed). Caller's thread only (it forks).
+ */
+int cr_test_oltp_run_load(char **args, char *out, size_t cap, int timeout_ms);
+
 /* Encodes r and writes it to fd (blocking). 0 or -errno (-EINVAL: r does
  * not encode). Thread-safe. */
 int cr_test_oltp_send(int fd, const struct oltp_req *r);
