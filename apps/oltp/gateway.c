@@ -198,6 +198,14 @@ static bool is_read(const struct oltp_req *req)
     return req->op == OLTP_OP_BALANCE || req->op == OLTP_OP_HISTORY || req->op == OLTP_OP_PING;
 }
 
+/* Whether a back end's reply (len bytes of out) is UNAVAILABLE: a ledger
+ * that refuses every request, having applied none. */
+static bool is_refused(const uint8_t *out, size_t len)
+{
+    return len >= OFF_STATUS + 2 &&
+           (out[OFF_STATUS] << 8 | out[OFF_STATUS + 1]) == OLTP_ST_UNAVAILABLE;
+}
+
 /* forward_in_set's answer when nothing was delivered: try another set. */
 #define TRY_ELSEWHERE 1
 
@@ -257,6 +265,14 @@ static int forward_in_set(struct client *c, const struct oltp_req *req, struct g
         __atomic_add_fetch(&be->forwarded, 1, __ATOMIC_RELAXED);
         got = cr_bound_pool_join(l->bp, &c->ctx, tmo);
         gateway_link_account(l, -1);
+        if (got > 0 && pinned == NULL && is_refused(c->out, (size_t)got)) {
+            /* The ledger applied nothing and takes nothing (its storage
+             * failed): another may take the request, whatever it is. */
+            count(&g->retried);
+            be_excluded |= 1ULL << be->idx;
+            *failed |= 1ULL << be->idx;
+            continue;
+        }
         if (got > 0)
             return answer_forwarded(c, req, be, epoch, (size_t)got);
         if (got == -ETIMEDOUT || got == -ECANCELED || got == -EMSGSIZE || !idempotent) {

@@ -10,7 +10,8 @@
  * out; out-of-order replies reach their clients; invalid requests never
  * reach a back end; least-outstanding balancing; failover (idempotent
  * requests retried elsewhere, others IN_DOUBT); a timed-out write IN_DOUBT
- * even with a key; UNAVAILABLE with no back end; reconnection after a back end comes back; a silent
+ * even with a key; a back end that refuses (UNAVAILABLE) passed over;
+ * UNAVAILABLE with no back end; reconnection after a back end comes back; a silent
  * back end failed by the health check; the hybrid deadlock test; session pinning; handle sets: two
  * sets each accept and answer on their own back-end connections, and the automatic count follows
  * the affinity mask (one CPU, one set).
@@ -76,9 +77,10 @@ struct fake {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* Protected by mu. */
-    bool hold;      /* keep replies until released */
-    unsigned batch; /* > 0: keep replies until this many, then answer reversed */
-    bool mute_ping; /* never answer PING */
+    bool hold;       /* keep replies until released */
+    unsigned batch;  /* > 0: keep replies until this many, then answer reversed */
+    bool mute_ping;  /* never answer PING */
+    uint16_t refuse; /* not OK: answer every request but PING with it */
     enum fake_cmd cmd;
     unsigned received;             /* requests other than PING */
     unsigned per_conn[FAKE_CONNS]; /* of those, by connection slot */
@@ -124,6 +126,8 @@ static size_t fake_reply(struct fake *f, const struct oltp_req *q, uint8_t *out,
     else if (q->session != 0 && q->op != OLTP_OP_COMMIT && q->op != OLTP_OP_ABORT)
         r->status = OLTP_ST_QUEUED;
     r->balance = (int64_t)f->tag * FAKE_TAG + (int64_t)q->account;
+    if (f->refuse != OLTP_ST_OK && q->op != OLTP_OP_PING)
+        r->status = f->refuse;
     n = oltp_reply_encode(r, out, cap);
     free(r);
     ck_assert_uint_gt(n, 0);
@@ -306,6 +310,13 @@ static void fake_set(struct fake *f, bool hold, unsigned batch, bool mute_ping)
     f->hold = hold;
     f->batch = batch;
     f->mute_ping = mute_ping;
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void fake_refuse(struct fake *f, uint16_t status)
+{
+    pthread_mutex_lock(&f->mu);
+    f->refuse = status;
     pthread_mutex_unlock(&f->mu);
 }
 
@@ -763,6 +774,48 @@ START_TEST(a_write_timed_out_is_in_doubt_even_with_a_key)
 }
 END_TEST
 
+/* A ledger whose storage failed answers UNAVAILABLE (nothing applied) to
+ * everything: the gateway sends the request to another ledger, any
+ * request, keyed or not, and answers UNAVAILABLE only when none takes it. */
+START_TEST(a_ledger_that_refuses_is_passed_over)
+{
+    struct gw_opts o = {.groups = 1, .threads = 2, .connections = 2};
+    struct fake a;
+    struct fake b;
+    struct oltp_gateway *g;
+    uint16_t ports[2];
+    int fd;
+
+    fake_start(&a, 1);
+    fake_start(&b, 2);
+    fake_refuse(&a, OLTP_ST_UNAVAILABLE);
+    ports[0] = a.port;
+    ports[1] = b.port;
+    g = gw_start(ports, 2, &o);
+    wait_conns(g, 0, 2);
+    wait_conns(g, 1, 2);
+    fd = cl_open(g);
+    for (uint64_t i = 0; i < 8; i++) {
+        struct oltp_req q = req_of(OLTP_OP_DEPOSIT, 30 + i, 7);
+        struct oltp_reply *r;
+
+        q.amount = 5;
+        r = call(fd, &q);
+        ck_assert_uint_eq(r->status, OLTP_ST_OK);
+        ck_assert_int_eq(r->balance, 2 * FAKE_TAG + 7);
+    }
+    ck_assert_uint_eq(fake_received(&b), 8);
+    fake_refuse(&b, OLTP_ST_UNAVAILABLE);
+    ck_assert_uint_eq(
+        call(fd, &(struct oltp_req){.op = OLTP_OP_BALANCE, .id = 40, .account = 7})->status,
+        OLTP_ST_UNAVAILABLE);
+    close(fd);
+    gw_stop(g);
+    fake_stop(&a);
+    fake_stop(&b);
+}
+END_TEST
+
 START_TEST(no_live_back_end_answers_unavailable_at_once)
 {
     struct fake a;
@@ -1156,6 +1209,7 @@ Suite *gateway_suite(void)
     tcase_set_timeout(tf, 60);
     tcase_add_test(tf, failover_retries_idempotent_requests_and_doubts_the_others);
     tcase_add_test(tf, a_write_timed_out_is_in_doubt_even_with_a_key);
+    tcase_add_test(tf, a_ledger_that_refuses_is_passed_over);
     tcase_add_test(tf, no_live_back_end_answers_unavailable_at_once);
     tcase_add_test(tf, reconnects_when_the_back_end_comes_back);
     tcase_add_test(tf, health_check_fails_a_silent_back_end);
