@@ -93,7 +93,7 @@ struct ledger_db {
     struct waiter *tail;
     bool leading;
 
-    /* Set once by fail() (release), read by is_failed (acquire). */
+    /* Set once by note_err (release), read by is_failed (acquire). */
     bool failed;
 
     /* Relaxed atomics: counters read only for ledger_db_stats. */
@@ -472,7 +472,7 @@ static int try_batch(struct ledger_db *db, void *conn, struct waiter *first, boo
     err = ops->commit(conn);
     if (err == LEDGER_DB_BROKEN || err == LEDGER_DB_IN_DOUBT) {
         /* Not "nothing applied": the commit may have reached the disk. */
-        note_err(db, err);
+        (void)note_err(db, err);
         (void)ops->rollback(conn);
         return LEDGER_DB_IN_DOUBT;
     }
@@ -500,7 +500,9 @@ static uint16_t failed_status(int err)
 
 /* Runs the transaction of the waiters from first until it commits, reruns
  * on -EAGAIN. 0, -EIO or -ESHUTDOWN (db failed before); then the result of
- * every unit the database was to see says failed_status. */
+ * every unit the database was to see says failed_status, but when only the
+ * commit's outcome is unknown, a unit already undone by its savepoint keeps
+ * its own status (not applied either way). */
 static int run_batch(struct ledger_db *db, void *conn, struct waiter *first, bool grouped)
 {
     size_t k = 0;
@@ -528,6 +530,8 @@ static int run_batch(struct ledger_db *db, void *conn, struct waiter *first, boo
             if (!is_db_unit(&w->units[i], &w->res[i]))
                 continue;
             k++;
+            if (err == LEDGER_DB_IN_DOUBT && w->res[i].status != OLTP_ST_OK)
+                continue;
             if (err < 0) {
                 w->res[i].status = failed_status(err);
                 w->res[i].failed_op = 0;
@@ -677,7 +681,7 @@ static bool is_read_again(struct ledger_db *db, int err, unsigned attempt)
  * db on LEDGER_DB_BROKEN. */
 static int read_status(struct ledger_db *db, int err)
 {
-    note_err(db, err);
+    (void)note_err(db, err);
     return err == 0 || err == -ENOENT || err == -ESHUTDOWN ? err : -EIO;
 }
 
