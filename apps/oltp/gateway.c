@@ -202,8 +202,7 @@ static bool is_read(const struct oltp_req *req)
  * that refuses every request, having applied none. */
 static bool is_refused(const uint8_t *out, size_t len)
 {
-    return len >= OFF_STATUS + 2 &&
-           (out[OFF_STATUS] << 8 | out[OFF_STATUS + 1]) == OLTP_ST_UNAVAILABLE;
+    return gateway_reply_status(out, len) == OLTP_ST_UNAVAILABLE;
 }
 
 /* forward_in_set's answer when nothing was delivered: try another set. */
@@ -265,6 +264,8 @@ static int forward_in_set(struct client *c, const struct oltp_req *req, struct g
         __atomic_add_fetch(&be->forwarded, 1, __ATOMIC_RELAXED);
         got = cr_bound_pool_join(l->bp, &c->ctx, tmo);
         gateway_link_account(l, -1);
+        if (got > 0)
+            gateway_backend_note_status(be, c->out, (size_t)got);
         if (got > 0 && pinned == NULL && is_refused(c->out, (size_t)got)) {
             /* The ledger applied nothing and takes nothing (its storage
              * failed): another may take the request, whatever it is. */
@@ -735,6 +736,7 @@ void oltp_gateway_stats(struct oltp_gateway *g, struct oltp_gateway_stats *out)
         s->epoch = be->epoch;
         pthread_mutex_unlock(&be->lock);
         s->live = s->connections > 0;
+        s->refusing = __atomic_load_n(&be->refusing, __ATOMIC_RELAXED);
         s->outstanding = __atomic_load_n(&be->outstanding, __ATOMIC_RELAXED);
         s->forwarded = __atomic_load_n(&be->forwarded, __ATOMIC_RELAXED);
         s->failures = __atomic_load_n(&be->failures, __ATOMIC_RELAXED);

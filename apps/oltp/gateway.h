@@ -62,6 +62,7 @@ struct oltp_gateway_config {
 
 struct oltp_gateway_backend_stats {
     bool live;            /* at least one connection is up */
+    bool refusing;        /* answers UNAVAILABLE (its storage failed): passed over */
     unsigned connections; /* connections up now, every set's */
     unsigned outstanding; /* requests in flight now */
     uint64_t forwarded;   /* requests sent to it (retries included) */

@@ -5,7 +5,8 @@
  * threads of the gateway's cr_lf_pool; connecting them (start, then the
  * reconnect timer, on the link's set, with exponential back-off after a
  * failure), the health rounds (one per set, on its reactor: a PING on each
- * of its live links each interval, a silent link failed),
+ * of its live links each interval, a silent link failed, a refusing back
+ * end (UNAVAILABLE: its storage failed) tried last until it answers OK),
  * the epochs that end a down back end's sessions, and the routing hints
  * (the least loaded live back end and link) that gateway.c's forward uses.
  *
@@ -192,21 +193,48 @@ bool gateway_backend_is_up(const struct backend *be)
     return __atomic_load_n(&be->up, __ATOMIC_RELAXED) > 0;
 }
 
+void gateway_backend_note_status(struct backend *be, const uint8_t *frame, size_t len)
+{
+    int status = gateway_reply_status(frame, len);
+    bool refusing;
+
+    if (status == OLTP_ST_UNAVAILABLE)
+        refusing = true;
+    else if (status == OLTP_ST_OK)
+        refusing = false;
+    else
+        return;
+    if (__atomic_exchange_n(&be->refusing, refusing, __ATOMIC_RELAXED) == refusing)
+        return;
+    if (refusing)
+        CR_LOG(CR_LOG_WARN,
+               "backend %s refuses requests (UNAVAILABLE): tried last until it "
+               "answers OK",
+               be->addr);
+    else
+        CR_LOG(CR_LOG_INFO, "backend %s answers OK again", be->addr);
+}
+
 struct backend *gateway_pick_backend(struct oltp_gateway *g, uint64_t excluded)
 {
     struct backend *best = NULL;
     unsigned best_out = 0;
+    bool best_refusing = false;
 
     for (unsigned i = 0; i < g->nbes; i++) {
         struct backend *be = &g->bes[i];
+        bool refusing;
         unsigned out;
 
         if ((excluded >> i & 1) != 0 || !gateway_backend_is_up(be))
             continue;
+        refusing = __atomic_load_n(&be->refusing, __ATOMIC_RELAXED);
         out = __atomic_load_n(&be->outstanding, __ATOMIC_RELAXED);
-        if (best == NULL || out < best_out) {
+        if (best == NULL || (best_refusing && !refusing) ||
+            (refusing == best_refusing && out < best_out)) {
             best = be;
             best_out = out;
+            best_refusing = refusing;
         }
     }
     return best;
@@ -273,7 +301,8 @@ static void schedule_health(struct gw_set *set)
 /*
  * One health round of a set, on one of its threads: a PING on each of its
  * live links at once, then the answers; a link silent for health_timeout_ms
- * is failed (its requests in flight fail over). The joins serve the pool
+ * is failed (its requests in flight fail over), and each answer's status
+ * marks its back end refusing or not. The joins serve the pool
  * meanwhile. Set 0's round also sweeps the gateway's pins.
  */
 static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
@@ -319,6 +348,8 @@ static void on_health(struct cr_reactor *r, uint64_t timer_id, void *arg)
                 continue;
             l->hpending = false;
             rc = cr_bound_pool_join(l->bp, &l->hctx, left);
+            if (rc > 0)
+                gateway_backend_note_status(&g->bes[b], l->hreply, (size_t)rc);
             if (rc == -ETIMEDOUT) {
                 CR_LOG(CR_LOG_WARN, "backend %s: set %u connection %u: no PING reply in %llu ms",
                        g->bes[b].addr, set->idx, i, (unsigned long long)g->cfg.health_timeout_ms);

@@ -82,6 +82,10 @@ struct backend {
     /* Protected by lock; read relaxed by the router. */
     unsigned up;    /* links up, every set's */
     uint64_t epoch; /* bumped each time up falls to 0: sessions of before are gone */
+    /* Atomic, relaxed: it answered UNAVAILABLE (it takes nothing, its
+     * storage failed) and has not answered a PING with OK since; the router
+     * tries it only when no other back end is up. */
+    bool refusing;
     /* Atomic, relaxed: counters and the load-balancing figure. */
     unsigned outstanding;
     uint64_t forwarded;
@@ -155,11 +159,24 @@ void gateway_backends_connect(struct oltp_gateway *g);
 bool gateway_backend_is_up(const struct backend *be);
 
 /* The live back end outside the bit set excluded with the fewest requests in
- * flight (the lowest index on a tie), or NULL. Thread-safe. */
+ * flight (the lowest index on a tie), one that refuses only when no other is
+ * live, or NULL. Thread-safe. */
 struct backend *gateway_pick_backend(struct oltp_gateway *g, uint64_t excluded);
 
 /* be's live link of set outside excluded (bits: link indexes within the
  * set) with the fewest requests in flight, or NULL. Thread-safe. */
+/* The status of a reply frame of len bytes (the first two bytes of its
+ * body), or -1 when it is too short to carry one. */
+static inline int gateway_reply_status(const uint8_t *frame, size_t len)
+{
+    return len < OLTP_HEADER_SIZE + 2 ? -1
+                                      : frame[OLTP_HEADER_SIZE] << 8 | frame[OLTP_HEADER_SIZE + 1];
+}
+
+/* Records what a reply of be (len bytes of frame) says of its health: an
+ * UNAVAILABLE marks it refusing, an OK clears that. Thread-safe. */
+void gateway_backend_note_status(struct backend *be, const uint8_t *frame, size_t len);
+
 struct link *gateway_pick_link(struct backend *be, const struct gw_set *set, uint64_t excluded);
 
 /* Links of set up now, to every back end (a relaxed count). Thread-safe. */

@@ -162,8 +162,11 @@ static void log_totals(struct oltp_gateway *g)
 
         CR_LOG(CR_LOG_INFO,
                "backend %u: %s, forwarded %llu, connection failures %llu, reconnects %llu", i,
-               b->live ? "live" : "down", (unsigned long long)b->forwarded,
-               (unsigned long long)b->failures, (unsigned long long)b->reconnects);
+               !b->live      ? "down"
+               : b->refusing ? "live, refusing"
+                             : "live",
+               (unsigned long long)b->forwarded, (unsigned long long)b->failures,
+               (unsigned long long)b->reconnects);
     }
 }
 

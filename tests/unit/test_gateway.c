@@ -80,7 +80,7 @@ struct fake {
     bool hold;       /* keep replies until released */
     unsigned batch;  /* > 0: keep replies until this many, then answer reversed */
     bool mute_ping;  /* never answer PING */
-    uint16_t refuse; /* not OK: answer every request but PING with it */
+    uint16_t refuse; /* not OK: answer every request, PING too, with it */
     enum fake_cmd cmd;
     unsigned received;             /* requests other than PING */
     unsigned per_conn[FAKE_CONNS]; /* of those, by connection slot */
@@ -126,7 +126,7 @@ static size_t fake_reply(struct fake *f, const struct oltp_req *q, uint8_t *out,
     else if (q->session != 0 && q->op != OLTP_OP_COMMIT && q->op != OLTP_OP_ABORT)
         r->status = OLTP_ST_QUEUED;
     r->balance = (int64_t)f->tag * FAKE_TAG + (int64_t)q->account;
-    if (f->refuse != OLTP_ST_OK && q->op != OLTP_OP_PING)
+    if (f->refuse != OLTP_ST_OK)
         r->status = f->refuse;
     n = oltp_reply_encode(r, out, cap);
     free(r);
@@ -816,6 +816,65 @@ START_TEST(a_ledger_that_refuses_is_passed_over)
 }
 END_TEST
 
+/* Waits until the gateway sees back end i refusing (or not). */
+static void wait_refusing(struct oltp_gateway *g, unsigned i, bool refusing)
+{
+    uint64_t end = cr_test_now_ms() + LONG_MS;
+
+    while (gw_stats(g)->backends[i].refusing != refusing) {
+        ck_assert_uint_lt(cr_test_now_ms(), end);
+        usleep(1000);
+    }
+}
+
+/* A ledger that answers its health PING with UNAVAILABLE is not tried while
+ * another is live (no request waits for its refusal), and is tried again
+ * once a PING is answered OK. Without the mark the router's tie goes to the
+ * lowest index, the refusing ledger. */
+START_TEST(a_refusing_ledger_is_tried_last_until_it_answers_ok)
+{
+    struct gw_opts o = {.groups = 1, .threads = 2, .connections = 1, .health_ms = 20};
+    struct fake a;
+    struct fake b;
+    struct oltp_gateway *g;
+    uint16_t ports[2];
+    int fd;
+
+    fake_start(&a, 1);
+    fake_start(&b, 2);
+    fake_refuse(&a, OLTP_ST_UNAVAILABLE);
+    ports[0] = a.port;
+    ports[1] = b.port;
+    g = gw_start(ports, 2, &o);
+    wait_conns(g, 0, 1);
+    wait_conns(g, 1, 1);
+    wait_refusing(g, 0, true);
+    ck_assert(!gw_stats(g)->backends[1].refusing);
+    fd = cl_open(g);
+    for (uint64_t i = 0; i < 8; i++) {
+        struct oltp_req q = req_of(OLTP_OP_DEPOSIT, 50 + i, 7);
+
+        q.amount = 5;
+        ck_assert_uint_eq(call(fd, &q)->status, OLTP_ST_OK);
+    }
+    ck_assert_uint_eq(fake_received(&a), 0);
+    ck_assert_uint_eq(fake_received(&b), 8);
+    fake_refuse(&a, OLTP_ST_OK);
+    wait_refusing(g, 0, false);
+    for (uint64_t i = 0; i < 8; i++) {
+        struct oltp_req q = req_of(OLTP_OP_DEPOSIT, 60 + i, 7);
+
+        q.amount = 5;
+        ck_assert_uint_eq(call(fd, &q)->status, OLTP_ST_OK);
+    }
+    ck_assert_uint_gt(fake_received(&a), 0);
+    close(fd);
+    gw_stop(g);
+    fake_stop(&a);
+    fake_stop(&b);
+}
+END_TEST
+
 START_TEST(no_live_back_end_answers_unavailable_at_once)
 {
     struct fake a;
@@ -1210,6 +1269,7 @@ Suite *gateway_suite(void)
     tcase_add_test(tf, failover_retries_idempotent_requests_and_doubts_the_others);
     tcase_add_test(tf, a_write_timed_out_is_in_doubt_even_with_a_key);
     tcase_add_test(tf, a_ledger_that_refuses_is_passed_over);
+    tcase_add_test(tf, a_refusing_ledger_is_tried_last_until_it_answers_ok);
     tcase_add_test(tf, no_live_back_end_answers_unavailable_at_once);
     tcase_add_test(tf, reconnects_when_the_back_end_comes_back);
     tcase_add_test(tf, health_check_fails_a_silent_back_end);
