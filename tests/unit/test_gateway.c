@@ -774,6 +774,25 @@ START_TEST(a_write_timed_out_is_in_doubt_even_with_a_key)
 }
 END_TEST
 
+/* Two fake ledgers, a (tag 1) refusing with UNAVAILABLE and b (tag 2), and
+ * a gateway with options o in front of them, every connection up. */
+static struct oltp_gateway *gw_start_a_refusing(struct fake *a, struct fake *b,
+                                                const struct gw_opts *o)
+{
+    struct oltp_gateway *g;
+    uint16_t ports[2];
+
+    fake_start(a, 1);
+    fake_start(b, 2);
+    fake_refuse(a, OLTP_ST_UNAVAILABLE);
+    ports[0] = a->port;
+    ports[1] = b->port;
+    g = gw_start(ports, 2, o);
+    wait_conns(g, 0, o->connections);
+    wait_conns(g, 1, o->connections);
+    return g;
+}
+
 /* A ledger whose storage failed answers UNAVAILABLE (nothing applied) to
  * everything: the gateway sends the request to another ledger, any
  * request, keyed or not, and answers UNAVAILABLE only when none takes it. */
@@ -782,18 +801,9 @@ START_TEST(a_ledger_that_refuses_is_passed_over)
     struct gw_opts o = {.groups = 1, .threads = 2, .connections = 2};
     struct fake a;
     struct fake b;
-    struct oltp_gateway *g;
-    uint16_t ports[2];
+    struct oltp_gateway *g = gw_start_a_refusing(&a, &b, &o);
     int fd;
 
-    fake_start(&a, 1);
-    fake_start(&b, 2);
-    fake_refuse(&a, OLTP_ST_UNAVAILABLE);
-    ports[0] = a.port;
-    ports[1] = b.port;
-    g = gw_start(ports, 2, &o);
-    wait_conns(g, 0, 2);
-    wait_conns(g, 1, 2);
     fd = cl_open(g);
     for (uint64_t i = 0; i < 8; i++) {
         struct oltp_req q = req_of(OLTP_OP_DEPOSIT, 30 + i, 7);
@@ -836,18 +846,9 @@ START_TEST(a_refusing_ledger_is_tried_last_until_it_answers_ok)
     struct gw_opts o = {.groups = 1, .threads = 2, .connections = 1, .health_ms = 20};
     struct fake a;
     struct fake b;
-    struct oltp_gateway *g;
-    uint16_t ports[2];
+    struct oltp_gateway *g = gw_start_a_refusing(&a, &b, &o);
     int fd;
 
-    fake_start(&a, 1);
-    fake_start(&b, 2);
-    fake_refuse(&a, OLTP_ST_UNAVAILABLE);
-    ports[0] = a.port;
-    ports[1] = b.port;
-    g = gw_start(ports, 2, &o);
-    wait_conns(g, 0, 1);
-    wait_conns(g, 1, 1);
     wait_refusing(g, 0, true);
     ck_assert(!gw_stats(g)->backends[1].refusing);
     fd = cl_open(g);
