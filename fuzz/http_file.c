@@ -6,7 +6,8 @@
  *
  * Input: fields separated by '\n' (an empty or missing field is an absent header, NULL):
  *   0 config: space-separated decimals: the file size (clamped to INT64_MAX, as st_size is
- *     an off_t), its mtime (signed seconds) and the multipart boundary seed;
+ *     an off_t), its mtime (signed seconds), the multipart boundary seed and the server's
+ *     clock (signed seconds; INT64_MAX when missing);
  *   1 a date, 2 Range, 3 Accept-Encoding, 4 the file's ETag (missing: http_etag_format()
  *     of the size and mtime), 5 If-Match, 6 If-None-Match, 7 If-Modified-Since,
  *   8 If-Unmodified-Since, 9 If-Range, 10 the Content-Type (missing: "text/plain").
@@ -611,7 +612,8 @@ static void check_etag_match(const char *list, size_t len, const char *etag, siz
     }
 }
 
-/* If-Range: one strong entity-tag equal to a strong ETag, or a date equal to Last-Modified. */
+/* If-Range: one strong entity-tag equal to a strong ETag, or a date equal to Last-Modified
+ * whose second is before the clock's. */
 static bool model_if_range(const char *s, size_t len, const struct http_validators *v)
 {
     const char *op;
@@ -628,7 +630,7 @@ static bool model_if_range(const char *s, size_t len, const struct http_validato
             return false;
         return len == v->etag_len && memcmp(s, v->etag, len) == 0;
     }
-    return model_date(s, len, &t) == 0 && t == v->mtime;
+    return model_date(s, len, &t) == 0 && t == v->mtime && t < v->now;
 }
 
 /* ---------------------------------------------------------------- the plan */
@@ -656,7 +658,7 @@ static int model_preconditions(const struct http_file_request *rq, const struct 
             return is_get_or_head(rq->method) ? 304 : 412;
     } else if (rq->if_modified_since != NULL && is_get_or_head(rq->method) &&
                model_date(rq->if_modified_since, rq->if_modified_since_len, &t) == 0 &&
-               v->mtime <= t) {
+               t <= v->now && v->mtime <= t) {
         return 304;
     }
     return 200;
@@ -876,7 +878,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct field f[F_COUNT] = {{NULL, 0}};
     struct field whole = copy_field(data, size);
     struct http_file_request rq = {.method = HTTP_FILE_GET};
-    struct http_validators v = {0};
+    struct http_validators v = {.now = INT64_MAX};
     struct stat st = {0};
     char etag[HTTP_ETAG_MAX];
     char *own_etag = NULL;
@@ -907,6 +909,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             mt = INT64_MAX;
         v.mtime = neg ? -(int64_t)mt : (int64_t)mt;
         seed = config_num(f[F_CONFIG].s, f[F_CONFIG].len, &i, &neg);
+        while (i < f[F_CONFIG].len && f[F_CONFIG].s[i] == ' ')
+            i++;
+        if (i < f[F_CONFIG].len) {
+            uint64_t now = config_num(f[F_CONFIG].s, f[F_CONFIG].len, &i, &neg);
+
+            if (now > INT64_MAX)
+                now = INT64_MAX;
+            v.now = neg ? -(int64_t)now : (int64_t)now;
+        }
     }
     check_format(v.mtime);
 

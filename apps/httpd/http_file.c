@@ -340,7 +340,10 @@ int http_file_preconditions(const struct http_file_request *rq, const struct htt
         if (http_etag_match(rq->if_none_match, rq->if_none_match_len, v->etag, v->etag_len, true))
             return is_get_or_head(rq) ? 304 : 412;
     } else if (rq->if_modified_since != NULL && is_get_or_head(rq) &&
-               http_date_parse(rq->if_modified_since, rq->if_modified_since_len, &t) == 0) {
+               http_date_parse(rq->if_modified_since, rq->if_modified_since_len, &t) == 0 &&
+               t <= v->now) {
+        /* A date later than our clock is invalid (RFC 9110 13.1.3): were it taken, a client
+         * that made it up, or whose clock runs ahead, would keep any later change unseen. */
         if (v->mtime <= t)
             return 304;
     }
@@ -361,7 +364,8 @@ bool http_if_range_matches(const char *val, size_t len, const struct http_valida
             return false;
         return http_etag_match(val, len, v->etag, v->etag_len, false);
     }
-    return http_date_parse(val, len, &t) == 0 && t == v->mtime;
+    /* A date is a strong validator only once its second is over (RFC 9110 8.8.2.2). */
+    return http_date_parse(val, len, &t) == 0 && t == v->mtime && v->mtime < v->now;
 }
 
 /* ---------------------------------------------------------------- the whole decision */

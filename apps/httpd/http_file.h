@@ -99,6 +99,10 @@ struct http_validators {
     int64_t mtime;
     /* Representation length in bytes. */
     uint64_t size;
+    /* The server's clock, seconds since the epoch: the second the answer is dated (its Date
+     * field). A date later than it in If-Modified-Since is invalid (RFC 9110 13.1.3), and a
+     * Last-Modified second that is not over yet is only a weak validator (8.8.2.2). */
+    int64_t now;
 };
 
 enum http_file_method {
@@ -130,15 +134,16 @@ struct http_file_request {
  * Evaluates the preconditions in the order of RFC 9110 13.2.2: If-Match (strong; fails ->
  * 412), else If-Unmodified-Since (an invalid date is ignored; modified later -> 412); then
  * If-None-Match (weak; matches -> 304 for GET/HEAD, 412 otherwise), else If-Modified-Since
- * (GET/HEAD only, an invalid date is ignored; not modified since -> 304). Returns 200 (go on),
- * 304 or 412. Thread-safe.
+ * (GET/HEAD only; an invalid date, or one later than v->now, is ignored; not modified since ->
+ * 304). Returns 200 (go on), 304 or 412. Thread-safe.
  */
 int http_file_preconditions(const struct http_file_request *rq, const struct http_validators *v);
 
 /*
  * Whether the If-Range field value (an entity-tag or an HTTP-date) lets a Range apply to v:
- * strong equality with the ETag, or exact equality with Last-Modified. A weak entity-tag or a
- * malformed value never matches. Thread-safe.
+ * strong equality with the ETag, or exact equality with Last-Modified when that second is over
+ * (v->mtime < v->now; before, the file may still change within it, so the date is weak). A
+ * weak entity-tag or a malformed value never matches. Thread-safe.
  */
 bool http_if_range_matches(const char *val, size_t len, const struct http_validators *v);
 

@@ -40,11 +40,6 @@ const char *http_response_date(int64_t *sec)
     return tl_date;
 }
 
-int64_t http_response_date_sec(void)
-{
-    return tl_date_sec;
-}
-
 /* A status line with the head's fixed start, and its reason phrase within it. */
 struct status_line {
     int status;

@@ -69,9 +69,6 @@ struct resp {
  * in *sec. */
 const char *http_response_date(int64_t *sec);
 
-/* The second of the calling thread's last Date value (-1 before the first). */
-int64_t http_response_date_sec(void);
-
 /*
  * Queues the response head of r (and its small body, unless HEAD) with one
  * reserve/commit. Says Connection: close and asks for a close after the

@@ -178,9 +178,10 @@ int http_serve_file(struct cr_conn *c, struct reply *rp, const struct http_file 
         v = gzip ? &f->gz : &f->identity;
         val = (struct http_validators){
             .etag = v->etag, .etag_len = v->etag_len, .mtime = v->mtime, .size = v->size};
+        /* The second of the Date this answer will carry: the conditionals compare with it. */
+        (void)http_response_date(&val.now);
         http_file_plan(&plan, &frq, &val, f->mime_len,
-                       (uintptr_t)c ^ (++tl_boundary_seq << 32) ^
-                           (uint64_t)http_response_date_sec());
+                       (uintptr_t)c ^ (++tl_boundary_seq << 32) ^ (uint64_t)val.now);
     }
     r.status = plan.status;
     switch (plan.status) {

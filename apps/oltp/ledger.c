@@ -29,7 +29,10 @@
  * at a time (cr_session_acquire), so two requests of one session never
  * append to it at once; a COMMIT keeps it checked out while the database
  * applies it (a request meanwhile finds SESSION_BUSY), then removes and
- * frees it.
+ * frees it. The queue is allocated with its first op and doubles as it
+ * fills, so a BEGIN costs a small context, not room for OLTP_MAX_SESSION_OPS
+ * ops. Each connection is an owner in the session manager (a serial drawn
+ * at open), which caps the sessions it began and has not ended.
  */
 #include "ledger.h"
 
@@ -61,10 +64,18 @@ _Static_assert(RUN_MAX <= LEDGER_DB_MAX_BATCH_DEFAULT, "a run must fit one ledge
 #define SWEEP_MIN_MS 10
 #define SWEEP_MAX_MS 1000
 
-/* A session's context: the ops queued so far. */
+/* A session's context: the ops queued so far, in ops[0..n) of cap. */
 struct session_ctx {
     unsigned n;
-    struct ledger_op ops[OLTP_MAX_SESSION_OPS];
+    unsigned cap;
+    struct ledger_op *ops; /* NULL until the first op */
+};
+/* The queue's first allocation, in ops. */
+#define SESSION_OPS_FIRST 4
+
+/* A connection's state: its owner id in the session manager. */
+struct ledger_conn {
+    uint64_t owner;
 };
 
 /* The writes gathered by one input() call (see the top of the file), on
@@ -99,6 +110,8 @@ struct ledger {
     char *db_url;
     uint64_t sweep_ms;
     struct ledger_proc *proc; /* NULL in a process model's master */
+    /* Relaxed atomic: the last owner id drawn (ledger_open). */
+    uint64_t conn_serial;
     /* Relaxed atomics (counters for stats only). */
     uint64_t requests;
     uint64_t writes;
@@ -139,10 +152,16 @@ static void *sweep_main(void *arg)
     return NULL;
 }
 
+static void session_free(struct session_ctx *s)
+{
+    free(s->ops);
+    free(s);
+}
+
 static void free_ctx(void *ctx, void *arg)
 {
     CR_UNUSED(arg);
-    free(ctx);
+    session_free(ctx);
 }
 
 static void proc_destroy(struct ledger_proc *p)
@@ -171,6 +190,7 @@ static int proc_create(struct ledger *l)
     struct cr_session_config sc = {
         .idle_timeout_ms = l->cfg.session_timeout_ms,
         .max_sessions = l->cfg.max_sessions,
+        .max_per_owner = l->cfg.max_sessions_per_conn,
         .free_ctx = free_ctx,
     };
     struct ledger_proc *p = calloc(1, sizeof(*p));
@@ -240,6 +260,28 @@ static void to_op(const struct oltp_req *r, struct ledger_op *op)
     memcpy(op->key, r->key, OLTP_KEY_SIZE);
 }
 
+/* Appends r's op to s; OLTP_ST_QUEUED, TOO_LARGE when full, INTERNAL
+ * without memory (the session then stays as it was). */
+static uint16_t session_append(struct session_ctx *s, const struct oltp_req *r)
+{
+    if (s->n == OLTP_MAX_SESSION_OPS)
+        return OLTP_ST_TOO_LARGE;
+    if (s->n == s->cap) {
+        unsigned cap = s->cap == 0 ? SESSION_OPS_FIRST : s->cap * 2;
+        struct ledger_op *ops;
+
+        if (cap > OLTP_MAX_SESSION_OPS)
+            cap = OLTP_MAX_SESSION_OPS;
+        ops = realloc(s->ops, cap * sizeof(*ops));
+        if (ops == NULL)
+            return OLTP_ST_INTERNAL;
+        s->ops = ops;
+        s->cap = cap;
+    }
+    to_op(r, &s->ops[s->n++]);
+    return OLTP_ST_QUEUED;
+}
+
 /* Applies ops[0..n) as one unit; the status, with *balance on OK. A failed
  * database leaves its own status in res (INTERNAL, IN_DOUBT, UNAVAILABLE:
  * ledger_db.h), so the error itself adds nothing. */
@@ -252,27 +294,29 @@ static uint16_t apply(struct ledger *l, const struct ledger_op *ops, size_t n, i
     return res.status;
 }
 
-static uint16_t begin(struct ledger *l, struct oltp_reply *rp)
+/* BEGIN on the connection of owner id owner. */
+static uint16_t begin(struct ledger *l, uint64_t owner, struct oltp_reply *rp)
 {
-    struct session_ctx *s = malloc(sizeof(*s));
+    struct session_ctx *s = calloc(1, sizeof(*s));
     uint64_t id;
     int err;
 
     if (s == NULL)
         return OLTP_ST_INTERNAL;
-    s->n = 0;
-    err = cr_session_create(l->proc->sessions, s, &id);
+    err = cr_session_create_owned(l->proc->sessions, s, owner, &id);
     if (err < 0) {
         free(s);
-        return err == -EAGAIN ? OLTP_ST_TOO_LARGE : OLTP_ST_INTERNAL;
+        /* -EAGAIN: the process's cap; -EMFILE: the connection's. */
+        return err == -EAGAIN || err == -EMFILE ? OLTP_ST_TOO_MANY_SESSIONS : OLTP_ST_INTERNAL;
     }
     count(&l->sessions);
     rp->session = id;
     return OLTP_ST_OK;
 }
 
-/* A request without a session. */
-static uint16_t run_plain(struct ledger *l, const struct oltp_req *r, struct oltp_reply *rp)
+/* A request without a session, on the connection of owner id owner. */
+static uint16_t run_plain(struct ledger *l, uint64_t owner, const struct oltp_req *r,
+                          struct oltp_reply *rp)
 {
     int err;
 
@@ -291,7 +335,7 @@ static uint16_t run_plain(struct ledger *l, const struct oltp_req *r, struct olt
         err = ledger_db_history(l->proc->db, r->account, rp->hist, r->limit, &rp->count);
         break;
     case OLTP_OP_BEGIN:
-        return begin(l, rp);
+        return begin(l, owner, rp);
     case OLTP_OP_PING:
         return OLTP_ST_OK;
     default: /* COMMIT, ABORT */
@@ -323,7 +367,7 @@ static uint16_t commit(struct ledger *l, uint64_t id, struct session_ctx *s, str
     }
     /* Checked out by us, so neither expired nor removed by another. */
     if (cr_session_remove(l->proc->sessions, id, &ctx) == 0)
-        free(ctx);
+        session_free(ctx);
     return st;
 }
 
@@ -359,27 +403,24 @@ static uint16_t run_in_session(struct ledger *l, const struct oltp_req *r, struc
     case OLTP_OP_ABORT:
         if (cr_session_remove(m, r->session, &ctx) < 0)
             return OLTP_ST_NO_SESSION;
-        free(ctx);
+        session_free(ctx);
         count(&l->session_aborts);
         return OLTP_ST_OK;
     case OLTP_OP_PING:
         st = OLTP_ST_OK;
         break;
     default:
-        if (s->n == OLTP_MAX_SESSION_OPS) {
-            st = OLTP_ST_TOO_LARGE;
-        } else {
-            to_op(r, &s->ops[s->n++]);
-            st = OLTP_ST_QUEUED;
-        }
+        st = session_append(s, r);
         break;
     }
     cr_session_release(m, r->session);
     return st;
 }
 
-/* Runs one decoded frame (status: the decoder's) and queues its reply. */
-static int serve(struct ledger *l, struct cr_conn *c, const struct oltp_req *r, uint16_t status)
+/* Runs one decoded frame (status: the decoder's) of connection c (state lc)
+ * and queues its reply. */
+static int serve(struct ledger *l, struct cr_conn *c, const struct ledger_conn *lc,
+                 const struct oltp_req *r, uint16_t status)
 {
     struct oltp_reply rp;
 
@@ -395,7 +436,7 @@ static int serve(struct ledger *l, struct cr_conn *c, const struct oltp_req *r, 
     if (status == OLTP_ST_OK && ledger_db_is_failed(l->proc->db))
         status = OLTP_ST_UNAVAILABLE;
     if (status == OLTP_ST_OK)
-        status = r->session != 0 ? run_in_session(l, r, &rp) : run_plain(l, r, &rp);
+        status = r->session != 0 ? run_in_session(l, r, &rp) : run_plain(l, lc->owner, r, &rp);
     rp.status = status;
     return send_reply(l, c, &rp);
 }
@@ -463,20 +504,32 @@ static int run_flush(struct ledger *l, struct cr_conn *c, struct run *run)
 static int ledger_open(void *ctx, struct cr_conn *c, void **state)
 {
     struct ledger *l = ctx;
+    struct ledger_conn *lc = malloc(sizeof(*lc));
 
     *state = NULL;
+    if (lc == NULL)
+        return -ENOMEM;
+    /* Relaxed: only unique; ids never repeat in a process (64 bits). */
+    lc->owner = __atomic_add_fetch(&l->conn_serial, 1, __ATOMIC_RELAXED);
+    *state = lc;
     cr_conn_set_input_timeout(c, l->cfg.idle_timeout_ms);
     return 0;
+}
+
+static void ledger_close(void *ctx, void *state)
+{
+    CR_UNUSED(ctx);
+    free(state);
 }
 
 static ssize_t ledger_input(void *ctx, void *state, struct cr_conn *c, const char *data, size_t len)
 {
     struct ledger *l = ctx;
+    const struct ledger_conn *lc = state;
     struct run run;
     size_t used = 0;
     int err;
 
-    CR_UNUSED(state);
     run.n = 0;
     /* used counts the frames of the run too: it is flushed before every
      * return. */
@@ -510,7 +563,7 @@ static ssize_t ledger_input(void *ctx, void *state, struct cr_conn *c, const cha
         } else {
             err = run_flush(l, c, &run);
             if (err == 0)
-                err = serve(l, c, &r, status);
+                err = serve(l, c, lc, &r, status);
         }
         if (err < 0)
             return err;
@@ -563,6 +616,10 @@ int ledger_create(struct ledger **out, const struct ledger_config *cfg)
         l->cfg.idle_timeout_ms = LEDGER_IDLE_TIMEOUT_MS_DEFAULT;
     if (l->cfg.session_timeout_ms == 0)
         l->cfg.session_timeout_ms = LEDGER_SESSION_TIMEOUT_MS_DEFAULT;
+    if (l->cfg.max_sessions == 0)
+        l->cfg.max_sessions = LEDGER_MAX_SESSIONS_DEFAULT;
+    if (l->cfg.max_sessions_per_conn == 0)
+        l->cfg.max_sessions_per_conn = LEDGER_MAX_SESSIONS_PER_CONN_DEFAULT;
     l->sweep_ms = l->cfg.session_timeout_ms / 4;
     if (l->sweep_ms < SWEEP_MIN_MS)
         l->sweep_ms = SWEEP_MIN_MS;
@@ -590,6 +647,7 @@ int ledger_create(struct ledger **out, const struct ledger_config *cfg)
         .ctx = l,
         .open = ledger_open,
         .input = ledger_input,
+        .close = ledger_close,
         .process_init = ledger_process_init,
         .process_exit = ledger_process_exit,
     };
@@ -637,6 +695,7 @@ void ledger_stats(struct ledger *l, struct ledger_stats *st)
     st->session_aborts = __atomic_load_n(&l->session_aborts, __ATOMIC_RELAXED);
     st->expired = ss.expired;
     st->live_sessions = ss.live;
+    st->begins_refused = ss.full + ss.owner_full;
     st->units = ds.units;
     st->commits = ds.commits;
     st->max_batch = ds.max_batch;

@@ -21,6 +21,9 @@
  * nothing applied) and ends the session either way; ABORT ends it, applying
  * nothing; PING touches it (restarts its idle clock). OPEN, BALANCE,
  * HISTORY and BEGIN answer NOT_IN_SESSION without looking at the session.
+ * BEGIN beyond the caps (max_sessions, max_sessions_per_conn) answers
+ * TOO_MANY_SESSIONS. A session's context grows with the ops queued in it, so
+ * a session begun and left costs some hundred bytes until it expires.
  * An unknown, expired or ended session answers NO_SESSION; a session in use
  * by another request at that moment (its COMMIT being applied), SESSION_BUSY. COMMIT or ABORT
  * without a session answers NO_SESSION. Any connection may continue any session.
@@ -45,6 +48,13 @@ struct ledger;
 
 #define LEDGER_IDLE_TIMEOUT_MS_DEFAULT    300000
 #define LEDGER_SESSION_TIMEOUT_MS_DEFAULT 60000
+/* Open sessions per process, and per connection (sessions it began and has not ended), that
+ * BEGIN accepts: far above what clients in earnest keep open, and low enough that a client
+ * opening sessions it never ends, or a flood of garbage frames, holds bounded memory (an
+ * empty session costs some 130 bytes, a full one some 3 KB; docs/oltp.md).
+ * main_ledger.c's --help repeats them. */
+#define LEDGER_MAX_SESSIONS_DEFAULT          16384
+#define LEDGER_MAX_SESSIONS_PER_CONN_DEFAULT 1024
 
 struct ledger_config {
     /* Database url (ledger_db_config.url). Required. Borrowed. */
@@ -55,8 +65,14 @@ struct ledger_config {
     uint64_t idle_timeout_ms;
     /* Sessions idle this long expire; 0 = LEDGER_SESSION_TIMEOUT_MS_DEFAULT. */
     uint64_t session_timeout_ms;
-    /* BEGIN answers TOO_LARGE beyond; 0 = the manager's default (65536). */
+    /* BEGIN answers TOO_MANY_SESSIONS beyond, in this process; 0 =
+     * LEDGER_MAX_SESSIONS_DEFAULT. */
     unsigned max_sessions;
+    /* BEGIN answers TOO_MANY_SESSIONS beyond, for sessions begun on one connection and not
+     * ended yet (whichever connection continues them); 0 =
+     * LEDGER_MAX_SESSIONS_PER_CONN_DEFAULT. A gateway's connection carries many clients'
+     * sessions: size this to what one of its connections may carry. */
+    unsigned max_sessions_per_conn;
     /* The service runs under a process model (forking, prefork): create
      * only checks that the database opens (and creates its schema), then
      * closes it before any fork; each worker process opens its own. */
@@ -71,6 +87,7 @@ struct ledger_stats {
     uint64_t session_aborts;  /* ABORTs, and COMMITs refused by the database */
     uint64_t expired;         /* sessions collected idle */
     unsigned live_sessions;   /* sessions held now */
+    uint64_t begins_refused;  /* BEGINs answered TOO_MANY_SESSIONS */
     uint64_t units;           /* ledger_db_stats: units, database commits, */
     uint64_t commits;         /* and the most units one commit carried */
     uint64_t max_batch;

@@ -76,7 +76,12 @@ static const struct opts_def opt_defs[] = {
     {OPTS_DEF_SECONDS("session-timeout", struct options, ledger.session_timeout_ms, 0,
                       "idle sessions expire after (default 60)")},
     {OPTS_DEF_NUM("max-sessions", struct options, ledger.max_sessions, 1, 1u << 24, "N",
-                  "BEGIN refused beyond (default 65536)")},
+                  "open sessions in all: BEGIN refused beyond\n"
+                  "(default 16384)")},
+    {OPTS_DEF_NUM("max-sessions-per-conn", struct options, ledger.max_sessions_per_conn, 1,
+                  1u << 24, "N",
+                  "open sessions begun on one connection: BEGIN\n"
+                  "refused beyond (default 1024)")},
     {OPTS_DEF_SECONDS("idle-timeout", struct options, ledger.idle_timeout_ms, 0,
                       "close connections idle this long (default 300)")},
     {OPTS_DEF_NUM("max-connections", struct options, server.max_connections, 1, 10000000, "N",
@@ -86,7 +91,7 @@ static const struct opts_def opt_defs[] = {
 };
 
 static const struct opts_table opt_table = {
-    OPTS_TABLE(opt_defs, set_special, 24),
+    OPTS_TABLE(opt_defs, set_special, 27),
     .prog = PROG,
     .usage = "usage: " PROG " [options]\n"
              "The ledger's transaction server: accounts, transfers with idempotency\n"
@@ -97,7 +102,8 @@ static const struct opts_table opt_table = {
     .footer = "\n"
               "Signals: TERM/INT stop gracefully (requests in flight finish), QUIT at once.\n"
               "Under prefork and forking each worker process opens its own database\n"
-              "connections, and sessions live in the process that began them.\n",
+              "connections, and sessions live in the process that began them (the session\n"
+              "limits count per process). A BEGIN over a limit answers TOO_MANY_SESSIONS.\n",
 };
 
 /* The options that are more than a field: repeatable or mapped to an enum. */
@@ -211,11 +217,13 @@ int main(int argc, char **argv)
     else
         CR_LOG(CR_LOG_INFO,
                "stopped after %llu requests: %llu units in %llu commits (at most %llu a "
-               "commit), %llu sessions (%llu committed, %llu aborted, %llu expired)",
+               "commit), %llu sessions (%llu committed, %llu aborted, %llu expired, %llu "
+               "refused)",
                (unsigned long long)st.requests, (unsigned long long)st.units,
                (unsigned long long)st.commits, (unsigned long long)st.max_batch,
                (unsigned long long)st.sessions, (unsigned long long)st.session_commits,
-               (unsigned long long)st.session_aborts, (unsigned long long)st.expired);
+               (unsigned long long)st.session_aborts, (unsigned long long)st.expired,
+               (unsigned long long)st.begins_refused);
     cr_server_destroy(srv);
 out_ledger:
     ledger_destroy(l);

@@ -64,6 +64,7 @@ static const char *const status_names[OLTP_ST_COUNT] = {
     [OLTP_ST_UNAVAILABLE] = "unavailable, not applied",
     [OLTP_ST_IN_DOUBT] = "outcome in doubt",
     [OLTP_ST_INTERNAL] = "internal error, not applied",
+    [OLTP_ST_TOO_MANY_SESSIONS] = "too many sessions",
 };
 
 static bool is_req_op(unsigned op)

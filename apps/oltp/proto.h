@@ -99,7 +99,7 @@ enum oltp_status {
     OLTP_ST_SESSION_BUSY = 10, /* another request of the session is in progress */
     OLTP_ST_NOT_IN_SESSION =
         11,                  /* op not allowed inside a session (BALANCE, HISTORY, OPEN, BEGIN) */
-    OLTP_ST_TOO_LARGE = 12,  /* session over OLTP_MAX_SESSION_OPS, or too many sessions */
+    OLTP_ST_TOO_LARGE = 12,  /* session over OLTP_MAX_SESSION_OPS */
     OLTP_ST_KEY_REUSED = 13, /* idempotency key seen with other arguments */
     OLTP_ST_NEED_KEY = 14,   /* TRANSFER without a key */
     /* Not applied, safe to retry: the gateway has no live back end, or the
@@ -111,8 +111,11 @@ enum oltp_status {
      * database connection lost at COMMIT). Resend only with its key. */
     OLTP_ST_IN_DOUBT = 16,
     OLTP_ST_INTERNAL = 17, /* database error; known not to be applied */
+    /* BEGIN refused: the connection, or the server, holds as many open sessions as it may;
+     * end one (COMMIT, ABORT) or retry later. */
+    OLTP_ST_TOO_MANY_SESSIONS = 18,
 };
-#define OLTP_ST_COUNT 18
+#define OLTP_ST_COUNT 19
 
 struct oltp_req {
     uint8_t op; /* enum oltp_op */

@@ -17,6 +17,13 @@
  *
  * Ids are random (getrandom), never 0, and never reused while the manager
  * lives, so a stale id finds nothing rather than another client's session.
+ *
+ * Limits: at most max_sessions live at once, and at most max_per_owner of
+ * those created under one owner (cr_session_create_owned: an id the caller
+ * picks for whoever asks, a connection say), so that one client flooding
+ * creates cannot take every session, nor the memory of max_sessions
+ * contexts, from the others. A session counts against its owner until it
+ * ends (remove, expiry), whichever connection continues it.
  */
 #ifndef CABRANK_SESSION_H
 #define CABRANK_SESSION_H
@@ -31,6 +38,7 @@ typedef void cr_session_free_fn(void *ctx, void *arg);
 struct cr_session_config {
     uint64_t idle_timeout_ms;     /* sessions unused this long expire; 0 = 60000 */
     unsigned max_sessions;        /* create fails with -EAGAIN beyond; 0 = 65536 */
+    unsigned max_per_owner;       /* create_owned fails with -EMFILE beyond; 0 = 1024 */
     unsigned shards;              /* rounded up to 2^n; 0 = 64 */
     cr_session_free_fn *free_ctx; /* NULL: contexts are not freed by the manager */
     void *free_arg;               /* borrowed */
@@ -42,7 +50,10 @@ struct cr_session_stats {
     uint64_t created;
     uint64_t removed; /* by cr_session_remove */
     uint64_t expired;
-    uint64_t busy; /* acquires refused with -EBUSY */
+    uint64_t busy;       /* acquires refused with -EBUSY */
+    uint64_t full;       /* creates refused at max_sessions (-EAGAIN) */
+    uint64_t owner_full; /* creates refused at max_per_owner (-EMFILE) */
+    unsigned owners;     /* owners holding sessions now */
 };
 
 /* 0, -EINVAL, -ENOMEM. *out returns owned. Thread-safe. */
@@ -59,6 +70,15 @@ void cr_session_mgr_destroy(struct cr_session_mgr *m);
  * getrandom(2) (ctx stays the caller's on every error). Thread-safe.
  */
 CR_MUST_CHECK int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_t *id);
+
+/*
+ * cr_session_create for owner (0: none, as cr_session_create): also -EMFILE
+ * when owner holds max_per_owner sessions already (ctx stays the caller's).
+ * The manager keeps a count per owner holding sessions, and forgets the
+ * owner with its last session. Thread-safe.
+ */
+CR_MUST_CHECK int cr_session_create_owned(struct cr_session_mgr *m, void *ctx, uint64_t owner,
+                                          uint64_t *id);
 
 /*
  * Checks session id out for the caller: *ctx returns it (borrowed until

@@ -10,7 +10,12 @@
  * sessions in release order, oldest first, so a sweep stops at the first session not yet idle long
  * enough and costs O(expired + 1).
  *
- * Lock order: a shard lock is a leaf. A thread holds at most one, calls no
+ * Owners (cr_session_create_owned): a table of counts, one node per owner
+ * holding sessions, under one lock. create reserves in it, like in live,
+ * before it inserts; every path that unlinks an entry gives the slot back.
+ *
+ * Lock order: a shard lock, then the owners lock; the owners lock is a leaf,
+ * and a thread holds at most one shard lock. It calls no
  * free_ctx under it (expired entries are unlinked onto a local list and
  * freed after the unlock, so free_ctx may call back into the manager), and
  * the amortised sweep runs before or after the caller's own operation, never
@@ -28,11 +33,13 @@
 
 #include "os/sync_internal.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <sys/random.h>
 
 #define DEFAULT_TIMEOUT_MS  UINT64_C(60000)
 #define DEFAULT_MAX         65536u
+#define DEFAULT_PER_OWNER   1024u
 #define DEFAULT_SHARDS      64u
 #define MAX_SHARDS          65536u
 #define INITIAL_BUCKET_BITS 3
@@ -40,6 +47,7 @@
 struct entry {
     struct cr_u64_node node; /* key: the session id */
     void *ctx;
+    uint64_t owner; /* 0: none */
     /* On the shard's idle list while checked in; once unlinked from the
      * table, idle_next chains the entries waiting to be freed. */
     struct entry *idle_prev;
@@ -60,15 +68,26 @@ struct shard {
     uint64_t last_sweep_ns;
 } __attribute__((aligned(64)));
 
+/* The sessions one owner holds now. */
+struct owner {
+    struct cr_u64_node node; /* key: the owner */
+    unsigned n;
+};
+
 struct cr_session_mgr {
     /* Immutable after create. */
     uint64_t timeout_ns;
     uint64_t sweep_every_ns; /* timeout / 4 */
     unsigned max_sessions;
+    unsigned max_per_owner;
     unsigned shard_bits;
     cr_session_free_fn *free_ctx;
     void *free_arg;
     struct shard *shards;
+
+    struct cr_mutex owners_lock;
+    /* Protected by owners_lock: struct owner by owner id. */
+    struct cr_u64_table owners;
 
     /* Atomics, all relaxed: counters and gauges that order nothing (the shard
      * locks order the table). live is also the max_sessions reservation:
@@ -81,6 +100,8 @@ struct cr_session_mgr {
     uint64_t removed;
     uint64_t expired;
     uint64_t busy;
+    uint64_t full;
+    uint64_t owner_full;
 };
 
 static unsigned shard_count(const struct cr_session_mgr *m)
@@ -127,14 +148,66 @@ static void idle_unlink(struct shard *s, struct entry *e)
     e->idle_next = NULL;
 }
 
-/* Takes e out of the table (not the idle list) and gives back its slot in
- * max_sessions at once, so a free_ctx or another thread may create again. */
+/* Reserves one of owner's max_per_owner slots: 0, -EMFILE when all are
+ * taken, -ENOMEM. */
+static int owner_reserve(struct cr_session_mgr *m, uint64_t owner)
+{
+    struct cr_u64_node *n;
+    struct owner *o;
+    int err = 0;
+
+    cr_mutex_lock(&m->owners_lock);
+    n = cr_u64_table_find(&m->owners, owner);
+    if (n != NULL) {
+        o = cr_u64_table_entry(n, struct owner, node);
+    } else {
+        o = malloc(sizeof(*o));
+        if (o == NULL) {
+            err = -ENOMEM;
+            goto out_unlock;
+        }
+        o->node.key = owner;
+        o->n = 0;
+        cr_u64_table_insert(&m->owners, &o->node);
+    }
+    /* A new owner has no session yet, and max_per_owner >= 1. */
+    if (o->n >= m->max_per_owner)
+        err = -EMFILE;
+    else
+        o->n++;
+out_unlock:
+    cr_mutex_unlock(&m->owners_lock);
+    return err;
+}
+
+/* Gives back a slot owner_reserve took; forgets the owner with its last. */
+static void owner_unreserve(struct cr_session_mgr *m, uint64_t owner)
+{
+    struct cr_u64_node *n;
+    struct owner *o;
+
+    cr_mutex_lock(&m->owners_lock);
+    n = cr_u64_table_find(&m->owners, owner);
+    assert(n != NULL);
+    o = cr_u64_table_entry(n, struct owner, node);
+    if (--o->n == 0) {
+        cr_u64_table_remove(&m->owners, &o->node);
+        free(o);
+    }
+    cr_mutex_unlock(&m->owners_lock);
+}
+
+/* Takes e out of the table (not the idle list) and gives back its slots in
+ * max_sessions and its owner's max_per_owner at once, so a free_ctx or
+ * another thread may create again. */
 static void table_unlink(struct cr_session_mgr *m, struct shard *s, struct entry *e)
 {
     cr_mutex_assert_held(&s->lock);
     cr_u64_table_remove(&s->table, &e->node);
     /* Relaxed: the reservation counter orders nothing (see the struct). */
     __atomic_fetch_sub(&m->live, 1, __ATOMIC_RELAXED);
+    if (e->owner != 0)
+        owner_unreserve(m, e->owner);
 }
 
 /* The acquired gauge moves under the shard lock that flips checked_out, so a
@@ -242,6 +315,8 @@ int cr_session_mgr_create(struct cr_session_mgr **out, const struct cr_session_c
         c.idle_timeout_ms = DEFAULT_TIMEOUT_MS;
     if (c.max_sessions == 0)
         c.max_sessions = DEFAULT_MAX;
+    if (c.max_per_owner == 0)
+        c.max_per_owner = DEFAULT_PER_OWNER;
     if (c.shards == 0)
         c.shards = DEFAULT_SHARDS;
     if (c.idle_timeout_ms > UINT64_MAX / CR_NSEC_PER_MSEC || c.shards > MAX_SHARDS)
@@ -253,15 +328,22 @@ int cr_session_mgr_create(struct cr_session_mgr **out, const struct cr_session_c
     m->timeout_ns = c.idle_timeout_ms * CR_NSEC_PER_MSEC;
     m->sweep_every_ns = m->timeout_ns / 4;
     m->max_sessions = c.max_sessions;
+    m->max_per_owner = c.max_per_owner;
     while ((1u << m->shard_bits) < c.shards)
         m->shard_bits++;
     m->free_ctx = c.free_ctx;
     m->free_arg = c.free_arg;
+    err = cr_u64_table_init(&m->owners, INITIAL_BUCKET_BITS, CR_U64_TABLE_MAX_BITS);
+    if (err != 0)
+        goto out_free_mgr;
+    err = cr_mutex_init(&m->owners_lock);
+    if (err != 0)
+        goto out_fini_owners;
     n = shard_count(m);
     m->shards = aligned_alloc(64, n * sizeof(*m->shards));
     if (m->shards == NULL) {
         err = -ENOMEM;
-        goto out_free_mgr;
+        goto out_fini_owners_lock;
     }
     now = cr_clock_now_ns();
     for (init = 0; init < n; init++) {
@@ -286,6 +368,10 @@ out_fini_shards:
         cr_u64_table_fini(&m->shards[init].table);
     }
     free(m->shards);
+out_fini_owners_lock:
+    cr_mutex_fini(&m->owners_lock);
+out_fini_owners:
+    cr_u64_table_fini(&m->owners);
 out_free_mgr:
     free(m);
     return err;
@@ -293,6 +379,9 @@ out_free_mgr:
 
 void cr_session_mgr_destroy(struct cr_session_mgr *m)
 {
+    struct cr_u64_table_iter oit = {0};
+    struct cr_u64_node *on;
+
     if (m == NULL)
         return;
     for (unsigned i = 0; i < shard_count(m); i++) {
@@ -314,6 +403,10 @@ void cr_session_mgr_destroy(struct cr_session_mgr *m)
         cr_mutex_fini(&s->lock);
     }
     free(m->shards);
+    while ((on = cr_u64_table_next(&m->owners, &oit)) != NULL)
+        free(cr_u64_table_entry(on, struct owner, node));
+    cr_u64_table_fini(&m->owners);
+    cr_mutex_fini(&m->owners_lock);
     free(m);
 }
 
@@ -336,20 +429,35 @@ static int draw_id(uint64_t *id)
 
 int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_t *id)
 {
+    return cr_session_create_owned(m, ctx, 0, id);
+}
+
+int cr_session_create_owned(struct cr_session_mgr *m, void *ctx, uint64_t owner, uint64_t *id)
+{
     struct entry *e;
     uint64_t now = 0;
     int err;
 
     /* Relaxed: a reservation against max_sessions; see the struct. */
     if (__atomic_fetch_add(&m->live, 1, __ATOMIC_RELAXED) >= m->max_sessions) {
+        /* Relaxed: a statistic. */
+        __atomic_fetch_add(&m->full, 1, __ATOMIC_RELAXED);
         err = -EAGAIN;
         goto out_unreserve;
+    }
+    if (owner != 0) {
+        err = owner_reserve(m, owner);
+        if (err == -EMFILE)
+            __atomic_fetch_add(&m->owner_full, 1, __ATOMIC_RELAXED);
+        if (err != 0)
+            goto out_unreserve;
     }
     e = malloc(sizeof(*e));
     if (e == NULL) {
         err = -ENOMEM;
-        goto out_unreserve;
+        goto out_unreserve_owner;
     }
+    e->owner = owner;
     /*
      * Ids are never reused while the manager lives: the table check below
      * rules out a live id, and a dead id comes back only if 64 random bits
@@ -386,6 +494,9 @@ int cr_session_create(struct cr_session_mgr *m, void *ctx, uint64_t *id)
 
 out_free_entry:
     free(e);
+out_unreserve_owner:
+    if (owner != 0)
+        owner_unreserve(m, owner);
 out_unreserve:
     __atomic_fetch_sub(&m->live, 1, __ATOMIC_RELAXED);
     return err;
@@ -495,6 +606,11 @@ unsigned cr_session_expire(struct cr_session_mgr *m)
 
 void cr_session_stats(struct cr_session_mgr *m, struct cr_session_stats *st)
 {
+    size_t owners;
+
+    cr_mutex_lock(&m->owners_lock);
+    owners = cr_u64_table_count(&m->owners);
+    cr_mutex_unlock(&m->owners_lock);
     /* Relaxed: each value is read on its own, so a snapshot taken while
      * others run need not add up; at rest live = created - removed -
      * expired. live may count a create still in progress. */
@@ -505,5 +621,8 @@ void cr_session_stats(struct cr_session_mgr *m, struct cr_session_stats *st)
         .removed = __atomic_load_n(&m->removed, __ATOMIC_RELAXED),
         .expired = __atomic_load_n(&m->expired, __ATOMIC_RELAXED),
         .busy = __atomic_load_n(&m->busy, __ATOMIC_RELAXED),
+        .full = __atomic_load_n(&m->full, __ATOMIC_RELAXED),
+        .owner_full = __atomic_load_n(&m->owner_full, __ATOMIC_RELAXED),
+        .owners = (unsigned)owners,
     };
 }

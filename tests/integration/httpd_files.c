@@ -1,7 +1,9 @@
 /*
  * httpd_files.c (integration) - cabrank-httpd's file semantics over raw
  * sockets: validators, conditional requests (304 from If-None-Match and
- * If-Modified-Since, 412 from If-Match and If-Unmodified-Since), ranges
+ * If-Modified-Since, 412 from If-Match and If-Unmodified-Since; dates
+ * against the server's clock: a future If-Modified-Since ignored, an If-Range
+ * date only once its second is over), ranges
  * (single 206, suffix and open ranges, multipart/byteranges with its exact
  * Content-Length, 416 with "bytes * /size", If-Range with a matching and a
  * stale validator, ranges ignored for HEAD), the precompressed .gz variant
@@ -11,6 +13,8 @@
  */
 #include "httpd_client.h"
 
+#include <time.h>
+
 #define FSIZE   1000
 #define BIGSIZE (8u * 1024 * 1024 + 123)
 #define GZDATA  "\x1f\x8b this stands for gzip bytes"
@@ -18,6 +22,32 @@
 static char root[256];
 static unsigned char fdata[FSIZE];
 static unsigned char *bigdata;
+
+/* A day's seconds; the mtimes of past.txt (an hour ago) and ahead.txt (a day ahead). */
+#define DAY 86400
+static time_t past_mtime;
+static time_t ahead_mtime;
+
+/* Writes name with its mtime set to t. */
+static int write_dated(const char *name, time_t t)
+{
+    char path[512];
+    struct timespec ts[2] = {{.tv_sec = t}, {.tv_sec = t}};
+
+    snprintf(path, sizeof(path), "%s/%s", root, name);
+    if (hc_write_file(root, name, "dated\n", 6) < 0)
+        return -1;
+    return utimensat(AT_FDCWD, path, ts, 0);
+}
+
+/* t as an IMF-fixdate in out (30 bytes). */
+static void imf_date(char *out, size_t cap, time_t t)
+{
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(out, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+}
 
 static int make_root(void)
 {
@@ -32,6 +62,10 @@ static int make_root(void)
         hc_write_file(root, "big.bin", bigdata, BIGSIZE) < 0 ||
         hc_write_file(root, "g.txt", "plain text of g\n", 16) < 0 ||
         hc_write_file(root, "g.txt.gz", GZDATA, sizeof(GZDATA) - 1) < 0)
+        return -1;
+    past_mtime = time(NULL) - 3600;
+    ahead_mtime = time(NULL) + DAY;
+    if (write_dated("past.txt", past_mtime) < 0 || write_dated("ahead.txt", ahead_mtime) < 0)
         return -1;
     return 0;
 }
@@ -132,6 +166,81 @@ static void test_conditionals(struct cr_test_client *cl)
                   0 &&
               r.status == 200,
           "If-Unmodified-Since = Last-Modified: %d", r.status);
+    hc_resp_free(&r);
+}
+
+/* If-Modified-Since and If-Range dates against the server's clock (RFC 9110 13.1.3, 8.8.2.2). */
+static void test_dates(struct cr_test_client *cl)
+{
+    struct hc_resp r;
+    char d[64];
+    char lm[64] = "";
+    char date[64] = "";
+
+    CHECK(req(cl, &r, "GET /past.txt HTTP/1.1\r\nHost: t\r\n\r\n") == 0 && r.status == 200 &&
+              hc_header(&r, "Last-Modified", lm, sizeof(lm)) &&
+              hc_header(&r, "Date", date, sizeof(date)),
+          "GET past.txt: %d", r.status);
+    hc_resp_free(&r);
+    imf_date(d, sizeof(d), past_mtime);
+    CHECK(strcmp(lm, d) == 0, "past.txt Last-Modified '%s', want '%s'", lm, d);
+
+    /* A day ahead of the clock: invalid, ignored. */
+    imf_date(d, sizeof(d), time(NULL) + DAY);
+    CHECK(req(cl, &r, "GET /past.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\n\r\n", d) ==
+                  0 &&
+              r.status == 200 && r.body_len == 6,
+          "If-Modified-Since a day ahead (%s): %d", d, r.status);
+    hc_resp_free(&r);
+    CHECK(req(cl, &r,
+              "GET /f.txt HTTP/1.1\r\nHost: t\r\n"
+              "If-Modified-Since: Thu, 01 Jan 2099 00:00:00 GMT\r\n\r\n") == 0 &&
+              r.status == 200 && r.body_len == FSIZE,
+          "If-Modified-Since 2099: %d", r.status);
+    hc_resp_free(&r);
+    /* Equal to Last-Modified, and the current second (a Date the server sent): 304. */
+    CHECK(req(cl, &r, "GET /past.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\n\r\n", lm) ==
+                  0 &&
+              r.status == 304,
+          "If-Modified-Since = Last-Modified: %d", r.status);
+    hc_resp_free(&r);
+    CHECK(req(cl, &r, "GET /past.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\n\r\n", date) ==
+                  0 &&
+              r.status == 304,
+          "If-Modified-Since = Date (%s): %d", date, r.status);
+    hc_resp_free(&r);
+    /* A second before the file changed: 200. */
+    imf_date(d, sizeof(d), past_mtime - 1);
+    CHECK(req(cl, &r, "GET /past.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\n\r\n", d) ==
+                  0 &&
+              r.status == 200,
+          "If-Modified-Since before the mtime: %d", r.status);
+    hc_resp_free(&r);
+
+    /* A file whose mtime is ahead of the clock: its own Last-Modified gives no 304 ... */
+    CHECK(req(cl, &r, "GET /ahead.txt HTTP/1.1\r\nHost: t\r\n\r\n") == 0 && r.status == 200 &&
+              hc_header(&r, "Last-Modified", lm, sizeof(lm)),
+          "GET ahead.txt: %d", r.status);
+    hc_resp_free(&r);
+    CHECK(req(cl, &r, "GET /ahead.txt HTTP/1.1\r\nHost: t\r\nIf-Modified-Since: %s\r\n\r\n", lm) ==
+                  0 &&
+              r.status == 200,
+          "If-Modified-Since = a future Last-Modified: %d", r.status);
+    hc_resp_free(&r);
+    /* ... nor a range by date (a second not over is a weak validator), */
+    CHECK(req(cl, &r,
+              "GET /ahead.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-1\r\nIf-Range: %s\r\n\r\n",
+              lm) == 0 &&
+              r.status == 200 && r.body_len == 6,
+          "If-Range with a future date: %d", r.status);
+    hc_resp_free(&r);
+    /* while a date of a second long over does. */
+    imf_date(d, sizeof(d), past_mtime);
+    CHECK(req(cl, &r,
+              "GET /past.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=0-1\r\nIf-Range: %s\r\n\r\n",
+              d) == 0 &&
+              r.status == 206 && r.body_len == 2,
+          "If-Range with Last-Modified: %d", r.status);
     hc_resp_free(&r);
 }
 
@@ -380,6 +489,7 @@ int main(void)
         goto out;
     if (hc_open(&cl, s.port) == 0) {
         test_conditionals(&cl);
+        test_dates(&cl);
         test_ranges(&cl);
         test_gzip(&cl);
         cr_test_client_close(&cl);

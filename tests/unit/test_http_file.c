@@ -14,6 +14,7 @@
 
 /* Sun, 06 Nov 1994 08:49:37 GMT, RFC 9110's example. */
 #define T_1994 INT64_C(784111777)
+#define DAY    INT64_C(86400)
 
 /* ---------------------------------------------------------------- validators */
 
@@ -191,8 +192,11 @@ static const char etag[] = "\"5f5e1000.0-64\"";
 
 static struct http_validators validators(void)
 {
-    struct http_validators v = {
-        .etag = etag, .etag_len = sizeof(etag) - 1, .mtime = T_1994, .size = 100};
+    struct http_validators v = {.etag = etag,
+                                .etag_len = sizeof(etag) - 1,
+                                .mtime = T_1994,
+                                .size = 100,
+                                .now = T_1994 + DAY * 365 * 30};
 
     return v;
 }
@@ -306,6 +310,77 @@ START_TEST(if_range_needs_a_strong_etag_or_the_exact_date)
     ck_assert(!http_if_range_matches(D_BEFORE, strlen(D_BEFORE), &v));
     ck_assert(!http_if_range_matches("garbage", 7, &v));
     ck_assert(!http_if_range_matches("", 0, &v));
+}
+END_TEST
+
+/* An If-Modified-Since date (format: seconds since the epoch) against a file of mtime m, with
+ * the server's clock at now: the status for GET. */
+static int ims_status(int64_t date, int64_t m, int64_t now)
+{
+    struct http_validators v = validators();
+    struct http_file_request rq = {.method = HTTP_FILE_GET};
+    char d[HTTP_DATE_LEN + 1];
+
+    ck_assert_uint_eq(http_date_format(d, date), HTTP_DATE_LEN);
+    v.mtime = m;
+    v.now = now;
+    FIELD(rq, if_modified_since, d);
+    return http_file_preconditions(&rq, &v);
+}
+
+START_TEST(if_modified_since_later_than_the_clock_is_ignored)
+{
+    const int64_t now = T_1994 + DAY * 365 * 30;
+    const int64_t m = now - DAY;
+
+    /* RFC 9110 13.1.3: a date later than the server's time is invalid: a 200. */
+    ck_assert_int_eq(ims_status(now + DAY, m, now), 200);
+    ck_assert_int_eq(ims_status(now + 1, m, now), 200);
+    ck_assert_int_eq(ims_status(INT64_C(4070908800), m, now), 200); /* 2099 */
+    /* Up to the current second included, the date counts. */
+    ck_assert_int_eq(ims_status(now, m, now), 304);
+    ck_assert_int_eq(ims_status(m, m, now), 304);
+    ck_assert_int_eq(ims_status(m - 1, m, now), 200);
+    /* A file modified this very second, asked about this second. */
+    ck_assert_int_eq(ims_status(now, now, now), 304);
+    /* A file whose mtime is ahead of the clock: never a 304 from a date. */
+    ck_assert_int_eq(ims_status(now + DAY, now + DAY, now), 200);
+}
+END_TEST
+
+START_TEST(if_unmodified_since_compares_whatever_the_clock)
+{
+    struct http_validators v = validators();
+    struct http_file_request rq = {.method = HTTP_FILE_OTHER};
+    char d[HTTP_DATE_LEN + 1];
+
+    /* RFC 9110 13.1.4 has no rule for a future date: a file not modified since passes. */
+    ck_assert_uint_eq(http_date_format(d, v.now + DAY), HTTP_DATE_LEN);
+    FIELD(rq, if_unmodified_since, d);
+    ck_assert_int_eq(http_file_preconditions(&rq, &v), 200);
+    v.mtime = v.now + 2 * DAY;
+    ck_assert_int_eq(http_file_preconditions(&rq, &v), 412);
+}
+END_TEST
+
+START_TEST(if_range_date_needs_its_second_to_be_over)
+{
+    struct http_validators v = validators();
+    char d[HTTP_DATE_LEN + 1];
+
+    /* Modified in the current second: the file may change again within it (RFC 9110
+     * 8.8.2.2), so the date is weak and the whole file goes. */
+    v.mtime = v.now;
+    ck_assert_uint_eq(http_date_format(d, v.mtime), HTTP_DATE_LEN);
+    ck_assert(!http_if_range_matches(d, HTTP_DATE_LEN, &v));
+    /* An mtime ahead of the clock, sent back as it was given. */
+    v.mtime = v.now + DAY;
+    ck_assert_uint_eq(http_date_format(d, v.mtime), HTTP_DATE_LEN);
+    ck_assert(!http_if_range_matches(d, HTTP_DATE_LEN, &v));
+    /* One second later the date is strong. */
+    v.mtime = v.now - 1;
+    ck_assert_uint_eq(http_date_format(d, v.mtime), HTTP_DATE_LEN);
+    ck_assert(http_if_range_matches(d, HTTP_DATE_LEN, &v));
 }
 END_TEST
 
@@ -733,6 +808,9 @@ Suite *http_file_suite(void)
                         (int)(sizeof(cond_cases) / sizeof(cond_cases[0])));
     tcase_add_test(tc, etag_list_with_a_malformed_tail_matches_nothing);
     tcase_add_test(tc, if_range_needs_a_strong_etag_or_the_exact_date);
+    tcase_add_test(tc, if_modified_since_later_than_the_clock_is_ignored);
+    tcase_add_test(tc, if_unmodified_since_compares_whatever_the_clock);
+    tcase_add_test(tc, if_range_date_needs_its_second_to_be_over);
     tcase_add_loop_test(tc, parses_ranges, 0, (int)(sizeof(range_cases) / sizeof(range_cases[0])));
     tcase_add_test(tc, sixteen_ranges_are_accepted);
     tcase_add_test(tc, range_last_below_first_is_compared_past_uint64);

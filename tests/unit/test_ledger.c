@@ -8,7 +8,8 @@
  * oversized frames (an error reply and the stream goes on, or a close); sessions: a commit applies
  * its ops at once and atomically, an abort nothing, a session continues on other connections, 64
  * sessions interleave over 4 workers, the op limit, ops refused inside a session, a session busy
- * while its commit runs (the database held by the test), BEGIN beyond the session cap, a PING
+ * while its commit runs (the database held by the test), BEGIN beyond the session caps (in all
+ * and per connection: TOO_MANY_SESSIONS), a PING
  * keeping a session alive; an abandoned session expires with no request arriving (the sweeper), and
  * the idle connection timeout.
  */
@@ -687,25 +688,66 @@ START_TEST(session_is_busy_while_its_commit_runs)
 }
 END_TEST
 
+/* Two BEGINs on c answered OK, a third TOO_MANY_SESSIONS with no session (ids 1..3); the
+ * first session. */
+static uint64_t begin_two_then_refused(struct client *c)
+{
+    struct oltp_reply rp = call(c, mk(OLTP_OP_BEGIN, 1, 0, 0, 0, 0, 0));
+    uint64_t first = rp.session;
+
+    ck_assert_uint_eq(rp.status, OLTP_ST_OK);
+    ck_assert_uint_ne(first, 0);
+    ck_assert_uint_eq(st_of(c, mk(OLTP_OP_BEGIN, 2, 0, 0, 0, 0, 0)), OLTP_ST_OK);
+    rp = call(c, mk(OLTP_OP_BEGIN, 3, 0, 0, 0, 0, 0));
+    ck_assert_uint_eq(rp.status, OLTP_ST_TOO_MANY_SESSIONS);
+    ck_assert_uint_eq(rp.session, 0);
+    return first;
+}
+
 /* BEGIN beyond max_sessions is refused; ending a session makes room. */
 START_TEST(begin_beyond_max_sessions_is_refused)
 {
     struct ledger_config lc = {.group_commit = true, .max_sessions = 2};
     struct fixture f;
     struct client c;
-    struct oltp_reply rp;
     uint64_t s1;
 
     fx_start_cfg(&f, &lc);
     cl_open(&c, f.port);
-    s1 = call(&c, mk(OLTP_OP_BEGIN, 1, 0, 0, 0, 0, 0)).session;
-    ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_BEGIN, 2, 0, 0, 0, 0, 0)), OLTP_ST_OK);
-    rp = call(&c, mk(OLTP_OP_BEGIN, 3, 0, 0, 0, 0, 0));
-    ck_assert_uint_eq(rp.status, OLTP_ST_TOO_LARGE);
-    ck_assert_uint_eq(rp.session, 0);
+    s1 = begin_two_then_refused(&c);
     ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_ABORT, 4, s1, 0, 0, 0, 0)), OLTP_ST_OK);
     ck_assert_uint_eq(st_of(&c, mk(OLTP_OP_BEGIN, 5, 0, 0, 0, 0, 0)), OLTP_ST_OK);
     cl_close(&c);
+    fx_finish(&f);
+}
+END_TEST
+
+/* BEGIN beyond max_sessions_per_conn is refused on that connection only; a session counts
+ * against the connection that began it until it ends, on whichever connection. */
+START_TEST(begin_beyond_max_sessions_per_conn_is_refused)
+{
+    struct ledger_config lc = {.group_commit = true, .max_sessions_per_conn = 2};
+    struct fixture f;
+    struct client a;
+    struct client b;
+    struct ledger_stats st;
+    uint64_t s1;
+
+    fx_start_cfg(&f, &lc);
+    cl_open(&a, f.port);
+    cl_open(&b, f.port);
+    s1 = begin_two_then_refused(&a);
+    /* The other connection has its own. */
+    ck_assert_uint_eq(st_of(&b, mk(OLTP_OP_BEGIN, 4, 0, 0, 0, 0, 0)), OLTP_ST_OK);
+    /* a's session ended on b gives a its room back. */
+    ck_assert_uint_eq(st_of(&b, mk(OLTP_OP_ABORT, 5, s1, 0, 0, 0, 0)), OLTP_ST_OK);
+    ck_assert_uint_eq(st_of(&a, mk(OLTP_OP_BEGIN, 6, 0, 0, 0, 0, 0)), OLTP_ST_OK);
+    ck_assert_uint_eq(st_of(&a, mk(OLTP_OP_BEGIN, 7, 0, 0, 0, 0, 0)), OLTP_ST_TOO_MANY_SESSIONS);
+    ledger_stats(f.l, &st);
+    ck_assert_uint_eq(st.begins_refused, 2);
+    ck_assert_uint_eq(st.live_sessions, 3);
+    cl_close(&a);
+    cl_close(&b);
     fx_finish(&f);
 }
 END_TEST
@@ -809,6 +851,7 @@ Suite *ledger_suite(void)
     tcase_add_test(tc, many_sessions_interleave_over_fewer_workers);
     tcase_add_test(tc, session_is_busy_while_its_commit_runs);
     tcase_add_test(tc, begin_beyond_max_sessions_is_refused);
+    tcase_add_test(tc, begin_beyond_max_sessions_per_conn_is_refused);
     tcase_add_test(tc, ping_keeps_a_session_alive);
     tcase_add_test(tc, abandoned_session_expires);
     tcase_add_test(tc, idle_connection_is_closed);

@@ -1,12 +1,15 @@
 /*
  * test_session.c - the Session Context Manager (src/pool/session.c): the
  * create/acquire/release/remove round trip and its errors (-ENOENT, -EBUSY,
- * -EAGAIN at max_sessions with the context left to the caller), expiry by
+ * -EAGAIN at max_sessions, -EMFILE at max_per_owner, the context left to the
+ * caller; an owner's slots back on remove and expiry), expiry by
  * cr_session_expire and by the amortised sweep of create/acquire alone, with
  * checked-out sessions immune and free_ctx run once, outside the locks;
  * destroy freeing what is left; distinct ids; and two thread tests for TSan:
- * 8 threads creating, acquiring each other's sessions, removing, against an
- * expiring thread, and 4 workers continuing 64 sessions in order.
+ * 8 threads creating (for one of three owners, or none), acquiring each
+ * other's sessions, removing, against an expiring thread, with exact counts
+ * (owners back to none at the end), and 4 workers continuing 64 sessions in
+ * order.
  *
  * Expiry waits poll with a deadline scaled by CK_TIMEOUT_MULTIPLIER; the
  * short pauses in the poll loops only pace them.
@@ -59,12 +62,14 @@ static void count_free(void *ctx, void *arg)
     free(ctx);
 }
 
-static struct cr_session_mgr *new_mgr(uint64_t timeout_ms, unsigned max, unsigned shards,
-                                      struct freed *f)
+/* A manager; contexts freed and counted in f (none freed when f is NULL). */
+static struct cr_session_mgr *new_owned_mgr(uint64_t timeout_ms, unsigned max, unsigned per_owner,
+                                            unsigned shards, struct freed *f)
 {
     struct cr_session_config cfg = {
         .idle_timeout_ms = timeout_ms,
         .max_sessions = max,
+        .max_per_owner = per_owner,
         .shards = shards,
         .free_ctx = f != NULL ? count_free : NULL,
         .free_arg = f,
@@ -74,6 +79,12 @@ static struct cr_session_mgr *new_mgr(uint64_t timeout_ms, unsigned max, unsigne
     ck_assert_int_eq(cr_session_mgr_create(&m, &cfg), 0);
     ck_assert_ptr_nonnull(m);
     return m;
+}
+
+static struct cr_session_mgr *new_mgr(uint64_t timeout_ms, unsigned max, unsigned shards,
+                                      struct freed *f)
+{
+    return new_owned_mgr(timeout_ms, max, 0, shards, f);
 }
 
 static struct cr_session_stats stats_of(struct cr_session_mgr *m)
@@ -237,6 +248,107 @@ START_TEST(max_sessions_refuses_with_eagain_and_leaves_ctx_to_the_caller)
     ck_assert_int_eq(cr_session_create(m, NULL, &ids[1]), -EAGAIN);
     cr_session_mgr_destroy(m);
     ck_assert_uint_eq(f.calls, 3);
+}
+END_TEST
+
+START_TEST(max_per_owner_refuses_with_emfile_and_leaves_ctx_to_the_caller)
+{
+    struct freed f = {0};
+    struct cr_session_mgr *m = new_owned_mgr(0, 100, 2, 0, &f);
+    uint64_t a[2];
+    uint64_t b[2];
+    uint64_t extra = 0;
+    uint64_t id;
+    void *got;
+    char *spare = malloc(16);
+
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 7, &a[i]), 0);
+        ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 8, &b[i]), 0);
+    }
+    ck_assert_int_eq(cr_session_create_owned(m, spare, 7, &extra), -EMFILE);
+    ck_assert_uint_eq(extra, 0);
+    ck_assert_int_eq(cr_session_create_owned(m, spare, 8, &extra), -EMFILE);
+    /* Still ours: LSan fails the test if this free is wrong or missing. */
+    strcpy(spare, "still mine");
+    ck_assert_uint_eq(stats_of(m).owner_full, 2);
+    ck_assert_uint_eq(stats_of(m).full, 0);
+    ck_assert_uint_eq(stats_of(m).owners, 2);
+    ck_assert_uint_eq(stats_of(m).live, 4);
+    /* No owner, no per-owner cap: only max_sessions. */
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(cr_session_create(m, malloc(8), &id), 0);
+    ck_assert_uint_eq(stats_of(m).owners, 2);
+    /* Any connection may end a session; its slot goes back to its owner. */
+    ck_assert_int_eq(cr_session_acquire(m, a[1], &got), 0);
+    ck_assert_int_eq(cr_session_remove(m, a[1], &got), 0);
+    free(got);
+    ck_assert_int_eq(cr_session_create_owned(m, spare, 7, &a[1]), 0);
+    ck_assert_int_eq(cr_session_create_owned(m, NULL, 7, &id), -EMFILE);
+    /* An owner is forgotten with its last session. */
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cr_session_remove(m, b[i], &got), 0);
+        free(got);
+    }
+    ck_assert_uint_eq(stats_of(m).owners, 1);
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 8, &b[0]), 0);
+    ck_assert_uint_eq(stats_of(m).owners, 2);
+    cr_session_mgr_destroy(m);
+    ck_assert_uint_eq(f.calls, 2 + 5 + 1);
+}
+END_TEST
+
+START_TEST(max_sessions_bounds_all_owners_together)
+{
+    struct freed f = {0};
+    struct cr_session_mgr *m = new_owned_mgr(0, 3, 2, 0, &f);
+    uint64_t id;
+
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 1, &id), 0);
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 1, &id), 0);
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 2, &id), 0);
+    /* Owner 2 has room of its own, the manager none: -EAGAIN, nothing reserved. */
+    ck_assert_int_eq(cr_session_create_owned(m, NULL, 2, &id), -EAGAIN);
+    ck_assert_int_eq(cr_session_create_owned(m, NULL, 3, &id), -EAGAIN);
+    ck_assert_uint_eq(stats_of(m).full, 2);
+    ck_assert_uint_eq(stats_of(m).owner_full, 0);
+    ck_assert_uint_eq(stats_of(m).owners, 2);
+    ck_assert_uint_eq(stats_of(m).live, 3);
+    cr_session_mgr_destroy(m);
+}
+END_TEST
+
+START_TEST(max_per_owner_defaults_to_1024)
+{
+    struct freed f = {0};
+    struct cr_session_mgr *m = new_owned_mgr(0, 0, 0, 0, &f);
+    uint64_t id;
+
+    for (int i = 0; i < 1024; i++)
+        ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 42, &id), 0);
+    ck_assert_int_eq(cr_session_create_owned(m, NULL, 42, &id), -EMFILE);
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 43, &id), 0);
+    cr_session_mgr_destroy(m);
+}
+END_TEST
+
+START_TEST(expiry_gives_an_owner_its_slots_back)
+{
+    struct freed f = {0};
+    struct cr_session_mgr *m = new_owned_mgr(TIMEOUT_MS, 0, 1, 0, &f);
+    uint64_t deadline = deadline_after_ms(5000);
+    uint64_t id;
+
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 9, &id), 0);
+    ck_assert_int_eq(cr_session_create_owned(m, NULL, 9, &id), -EMFILE);
+    while (cr_session_expire(m) == 0) {
+        ck_assert_msg(cr_clock_now_ns() < deadline, "never expired");
+        pause_us(5000);
+    }
+    ck_assert_uint_eq(stats_of(m).owners, 0);
+    ck_assert_int_eq(cr_session_create_owned(m, malloc(8), 9, &id), 0);
+    cr_session_mgr_destroy(m);
+    ck_assert_uint_eq(f.calls, 2);
 }
 END_TEST
 
@@ -498,6 +610,9 @@ END_TEST
 #define STRESS_OPS     8000
 #define STRESS_SLOTS   512
 #define STRESS_MAX     256
+/* Creates name one of STRESS_OWNERS owners, or none, each capped at a quarter of the whole. */
+#define STRESS_OWNERS    3
+#define STRESS_PER_OWNER (STRESS_MAX / 4)
 
 struct sctx {
     unsigned long acquires;
@@ -511,6 +626,7 @@ struct stress {
     /* Totals, relaxed atomics: read after the threads are joined. */
     uint64_t created;
     uint64_t eagain;
+    uint64_t emfile;
     uint64_t acquired;
     uint64_t busy;
     uint64_t removed;
@@ -586,10 +702,10 @@ static void *stress_worker(void *arg)
             struct sctx *c = calloc(1, sizeof(*c));
             uint64_t id = 0;
             uint64_t empty = 0;
-            int err = cr_session_create(st->m, c, &id);
+            int err = cr_session_create_owned(st->m, c, (r >> 32) % (STRESS_OWNERS + 1), &id);
 
-            if (err == -EAGAIN) {
-                __atomic_fetch_add(&st->eagain, 1, __ATOMIC_RELAXED);
+            if (err == -EAGAIN || err == -EMFILE) {
+                __atomic_fetch_add(err == -EAGAIN ? &st->eagain : &st->emfile, 1, __ATOMIC_RELAXED);
                 free(c);
                 continue;
             }
@@ -658,6 +774,7 @@ START_TEST(threads_share_sessions_with_exclusive_checkout_and_exact_counts)
     struct cr_session_config cfg = {
         .idle_timeout_ms = 2,
         .max_sessions = STRESS_MAX,
+        .max_per_owner = STRESS_PER_OWNER,
         .shards = 8,
         .free_ctx = stress_free,
         .free_arg = st,
@@ -685,6 +802,9 @@ START_TEST(threads_share_sessions_with_exclusive_checkout_and_exact_counts)
     ck_assert_uint_eq(s.expired, st->freed);
     ck_assert_uint_eq(s.live, s.created - s.removed - s.expired);
     ck_assert_uint_le(s.live, STRESS_MAX);
+    ck_assert_uint_eq(s.full, st->eagain);
+    ck_assert_uint_eq(s.owner_full, st->emfile);
+    ck_assert_uint_le(s.owners, STRESS_OWNERS);
     ck_assert_uint_gt(st->created, 0);
     ck_assert_uint_gt(st->acquired, 0);
 
@@ -699,6 +819,8 @@ START_TEST(threads_share_sessions_with_exclusive_checkout_and_exact_counts)
     ck_assert_uint_gt(s.expired, 0);
     ck_assert_uint_eq(s.expired, st->freed);
     ck_assert_uint_eq(s.created, s.removed + s.expired);
+    /* Each owner's count went back to 0 with its last session, by remove or expiry. */
+    ck_assert_uint_eq(s.owners, 0);
     /* Every successful acquire landed in exactly one context. */
     ck_assert_uint_eq(st->counted, st->acquired);
     cr_session_mgr_destroy(st->m);
@@ -930,6 +1052,10 @@ Suite *session_suite(void)
     tcase_add_test(tc, release_of_an_id_not_held_and_remove_of_one_checked_in);
     tcase_add_test(tc, second_acquire_is_busy_while_checked_out_and_counted);
     tcase_add_test(tc, max_sessions_refuses_with_eagain_and_leaves_ctx_to_the_caller);
+    tcase_add_test(tc, max_per_owner_refuses_with_emfile_and_leaves_ctx_to_the_caller);
+    tcase_add_test(tc, max_sessions_bounds_all_owners_together);
+    tcase_add_test(tc, max_per_owner_defaults_to_1024);
+    tcase_add_test(tc, expiry_gives_an_owner_its_slots_back);
     tcase_add_test(tc, expire_collects_an_idle_session_once_after_the_timeout);
     tcase_add_test(tc, checked_out_session_never_expires);
     tcase_add_test(tc, create_and_acquire_alone_sweep_expired_sessions);
