@@ -258,18 +258,21 @@ static unsigned shortfall(struct cr_model *m, unsigned live, unsigned idle)
     return want < room ? want : room;
 }
 
-/* Retires one idle worker: an IDLE one rather than the leader. */
+/* Retires one idle worker with nothing parked: an IDLE one, not the leader. */
 static void retire_one(struct cr_model *m)
 {
     struct proc *pick = NULL;
 
     for (struct proc *p = m->procs; p != NULL; p = p->next) {
+        struct cr__slot *s;
         int st;
 
         if (p->generation != m->generation || p->told != 0 || p->slot < 0)
             continue;
-        st = __atomic_load_n(&cr__scoreboard_slot(m->pool.sb, (unsigned)p->slot)->state,
-                             __ATOMIC_RELAXED);
+        s = cr__scoreboard_slot(m->pool.sb, (unsigned)p->slot);
+        st = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED) != 0)
+            continue;
         if (st == CR_WORKER_IDLE || (st == CR_WORKER_LISTENING && pick == NULL))
             pick = p;
     }
