@@ -433,19 +433,17 @@ static bool lf_follow(struct wproc *w, struct cr_conn **ready, bool *served)
         cr_mutex_lock(&w->lock);
         nparked = w->nparked;
         cr_mutex_unlock(&w->lock);
-        if (nparked > 0) {
-            *ready = take_ready(w, PARK_POLL_MS, served);
-            if (*ready != NULL) {
-                err = -ECANCELED;
-                break;
-            }
-        }
         /* A full park set: no more accepts here until some leave. */
         err = nparked >= PARK_MAX
                   ? -ETIMEDOUT
                   : cr__accept_lock_acquire(w->pool->alock, nparked > 0 ? 0 : POLL_MS);
         if (err != -ETIMEDOUT)
             break;
+        /* The lock is another's: a while on the parked ones. */
+        if (nparked > 0 && (*ready = take_ready(w, PARK_POLL_MS, served)) != NULL) {
+            err = -ECANCELED;
+            break;
+        }
     }
     cr_mutex_lock(&w->lock);
     if (err == 0) {
