@@ -84,6 +84,7 @@ struct http_service {
 struct http_conn {
     enum phase phase;
     uint64_t head_start_ns; /* first byte of the head being read; 0: none yet */
+    uint64_t arrived_ns;    /* the connection's open: the first head's timeout counts from it */
     uint64_t body_left;     /* PHASE_BODY_LENGTH */
     uint64_t body_seen;     /* PHASE_BODY_CHUNKED: bytes discarded so far */
     struct http_chunked chunked;
@@ -329,6 +330,15 @@ static int serve(struct http_service *h, struct http_conn *hc, struct cr_conn *c
     return 0;
 }
 
+/* Where the header timeout of the head being read counts from: the
+ * connection's arrival for the first (the time it waited for a thread or a
+ * process counts, as does a first byte sent late), the head's first byte
+ * for later ones (the keep-alive timeout covers the wait before it). */
+static uint64_t head_origin(const struct http_conn *hc)
+{
+    return hc->requests == 0 ? hc->arrived_ns : hc->head_start_ns;
+}
+
 /* Sets the input timeout for what the connection waits for now, counted
  * from now (cr_clock_event_ns(): no handler here blocks for long enough to
  * matter against timeouts of seconds). */
@@ -337,16 +347,13 @@ static void arm_timeout(const struct http_service *h, const struct http_conn *hc
 {
     if (hc->phase != PHASE_HEAD) {
         cr_conn_set_input_timeout_since(c, h->body_timeout_ms, now);
-    } else if (hc->head_start_ns != 0) {
-        uint64_t spent = now - hc->head_start_ns;
+    } else if (hc->head_start_ns != 0 || hc->requests == 0) {
+        uint64_t spent = now > head_origin(hc) ? now - head_origin(hc) : 0;
         uint64_t left = spent < h->header_timeout_ns ? h->header_timeout_ns - spent : 0;
 
         cr_conn_set_input_timeout_since(c, left / CR_NSEC_PER_MSEC + 1, now);
     } else {
-        cr_conn_set_input_timeout_since(c,
-                                        hc->requests == 0 ? h->header_timeout_ns / CR_NSEC_PER_MSEC
-                                                          : h->keepalive_timeout_ms,
-                                        now);
+        cr_conn_set_input_timeout_since(c, h->keepalive_timeout_ms, now);
     }
 }
 
@@ -390,7 +397,8 @@ static int http_open(void *ctx, struct cr_conn *c, void **state)
     if (hc == NULL)
         return -ENOMEM;
     cr_conn_set_send_timeout(c, h->send_timeout_ms);
-    arm_timeout(h, hc, c, cr_clock_event_ns());
+    hc->arrived_ns = cr_clock_event_ns();
+    arm_timeout(h, hc, c, hc->arrived_ns);
     *state = hc;
     return 0;
 }
@@ -420,7 +428,7 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
     n = http_parse_request(data, len, &req, &h->limits, &status);
     if (n == -EAGAIN) {
         /* The deadline is fixed; more bytes do not move it. */
-        if (now - hc->head_start_ns >= h->header_timeout_ns)
+        if (now - head_origin(hc) >= h->header_timeout_ns)
             return -ETIMEDOUT;
         arm_timeout(h, hc, c, now);
         return 0;

@@ -54,7 +54,8 @@ struct http_service_config {
     const char *root;              /* document root directory; copied */
     bool allow_outside_symlinks;   /* follow symlinks leading out of the root */
     const char *mime_types;        /* mime.types file; NULL: built-in table only */
-    uint64_t header_timeout_ms;    /* whole request head, from its first byte */
+    uint64_t header_timeout_ms;    /* whole request head: the first from the connection's
+                                      arrival, later ones from their first byte */
     uint64_t body_timeout_ms;      /* between reads of a request body */
     uint64_t keepalive_timeout_ms; /* idle between requests */
     uint64_t send_timeout_ms;      /* no send progress */

@@ -170,7 +170,8 @@ const struct opts_def httpd_opt_defs[NOPTS] = {
     CHOICE("async-engine", SCOPE_SERVER, server.async_engine, async_engines, "KIND",
            "proactor: uring or emulated (default uring where it\nworks)"),
     SECONDS("header-timeout", SCOPE_SERVICE, http.header_timeout_ms,
-            "whole request head, from its first byte (default 20)"),
+            "whole request head: the first from the connection's\narrival, later ones from their "
+            "first byte (default 20)"),
     SECONDS("body-timeout", SCOPE_SERVICE, http.body_timeout_ms,
             "between reads of a request body (default 60)"),
     SECONDS("keepalive-timeout", SCOPE_SERVICE, http.keepalive_timeout_ms,

@@ -53,6 +53,7 @@
 #include "demux/reactor_internal.h"
 #include "model/model_internal.h"
 #include "net/accept_loop_internal.h"
+#include "os/clock_internal.h"
 #include "os/proc_internal.h"
 #include "os/sync_internal.h"
 #include "pool/scoreboard_internal.h"
@@ -114,6 +115,7 @@ struct spawn_arg {
     struct cr_model *m;
     int fd;
     unsigned slot;
+    uint64_t accepted_ns; /* the connection's arrival, for the service's open */
 };
 
 /* The child's context for on_request. */
@@ -241,6 +243,7 @@ static int child_main(void *arg)
     struct cr__conn_config ccfg = m->env.conn;
     struct child_ctx cc = {.slot = slot};
     struct cr_conn *c;
+    uint64_t outer;
     int err;
 
     child_close_model_fds(m, sa->fd);
@@ -262,7 +265,11 @@ static int child_main(void *arg)
     __atomic_store_n(&slot->busy_threads, 1u, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->connections, (uint64_t)1, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->state, (int)CR_WORKER_BUSY, __ATOMIC_RELAXED);
+    /* The connection arrived at the accept, not after the fork: the
+     * service's timeouts (a header timeout) count from there. */
+    outer = cr__clock_event_enter(sa->accepted_ns);
     err = cr__conn_create(&c, sa->fd, &ccfg);
+    cr__clock_event_leave(outer);
     if (err == 0) {
         cc.c = c;
         cr__conn_serve_blocking(c, 0, &cr__proc_stop);
@@ -388,7 +395,7 @@ static void on_kill_timer(struct cr_reactor *r, uint64_t id, void *arg)
 /* Forks a child for connection fd (taken). Manager thread. */
 static void spawn_child(struct cr_model *m, int fd)
 {
-    struct spawn_arg sa = {.m = m, .fd = fd};
+    struct spawn_arg sa = {.m = m, .fd = fd, .accepted_ns = cr_clock_event_ns()};
     struct child *ch;
     pid_t pid;
     int pidfd;

@@ -8,15 +8,14 @@
  * when it exits: reaped and, when the pool is short, replaced at once), a
  * 100 ms look at the accept queues (connections waiting beyond the free
  * threads get workers at once), a 1 s maintenance (Apache's rule: idle
- * workers of the current generation kept within [min_spare, max_spare],
- * never below cfg->workers nor above max_workers) and an eventfd through which stop and restart
- * (any thread) reach it. It alone forks, claims and frees scoreboard slots
- * and signals workers. It never accepts: the paper's point is that a
- * manager in the listener's task would add the cost of fork to the
- * listener's latency. A graceful restart starts a new generation of
- * workers and tells every older one to stop; the listening sockets stay
- * open here, so no connection is refused or dropped meanwhile.
- * docs/design/prefork.md has the whole design.
+ * workers of the current generation within [min_spare, max_spare], never
+ * below cfg->workers nor above max_workers) and an eventfd through which
+ * stop and restart (any thread) reach it. It alone forks, claims and frees
+ * scoreboard slots and signals workers. It never accepts: a manager in the
+ * listener's task would add the cost of fork to the listener's latency. A
+ * graceful restart starts a new generation of workers and tells every older
+ * one to stop; the listening sockets stay open here, so no connection is
+ * refused or dropped meanwhile. docs/design/prefork.md has the design.
  *
  * Ownership: the model owns the manager thread, its reactor and eventfd,
  * the worker processes (a struct proc each, manager thread only), the
@@ -79,6 +78,7 @@ struct cr_model {
     unsigned generation;
     unsigned spawn_rate;
     unsigned looks;      /* on_tick's calls */
+    unsigned queued;     /* the accept queues at the last look */
     bool warned_full;    /* max_workers reached with connections queued */
     int stop_applied;    /* the stop mode acted on */
     uint64_t kill_timer; /* immediate stop's SIGKILL timer; 0: none */
@@ -258,19 +258,21 @@ static unsigned shortfall(struct cr_model *m, unsigned live, unsigned idle)
     return want < room ? want : room;
 }
 
-/* Retires one idle worker: an IDLE one rather than the leader. */
+/* Retires one idle worker with nothing parked: an IDLE one, not the leader. */
 static void retire_one(struct cr_model *m)
 {
     struct proc *pick = NULL;
 
     for (struct proc *p = m->procs; p != NULL; p = p->next) {
+        struct cr__slot *s;
         int st;
 
         if (p->generation != m->generation || p->told != 0 || p->slot < 0)
             continue;
-        st = __atomic_load_n(&cr__scoreboard_slot(m->pool.sb, (unsigned)p->slot)->state,
-                             __ATOMIC_RELAXED);
-        if (st == CR_WORKER_IDLE || (st == CR_WORKER_LISTENING && pick == NULL))
+        s = cr__scoreboard_slot(m->pool.sb, (unsigned)p->slot);
+        st = __atomic_load_n(&s->state, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&s->parked, __ATOMIC_RELAXED) == 0 &&
+            (st == CR_WORKER_IDLE || (st == CR_WORKER_LISTENING && pick == NULL)))
             pick = p;
     }
     if (pick != NULL)
@@ -354,21 +356,22 @@ static unsigned free_threads(struct cr_model *m)
     return n;
 }
 
-/* Connections waiting in the accept queues beyond the threads free to take
- * them get workers at once, up to max_workers: a keep-alive connection
- * holds its thread to its end, so the 1 s tick's 1, 2, 4 ... left a burst
- * of them queued for seconds. Starting workers count as free, so the next
- * look spawns only for what is still unserved. */
+/* Connections queued at two looks in a row (slow heads are parked in ms)
+ * beyond the free threads (starting workers' count) get workers at once, up
+ * to max_workers: an answered keep-alive connection holds its thread, and the
+ * 1 s tick's 1, 2, 4 ... left a burst of them queued for seconds. */
 static void grow_on_demand(struct cr_model *m)
 {
     unsigned threads = (unsigned)m->pool.cfg->threads;
-    unsigned waiting = queued_connections(m);
+    unsigned now = queued_connections(m);
+    unsigned waiting = now < m->queued ? now : m->queued;
     unsigned avail;
     unsigned live;
     unsigned idle;
     unsigned room;
     unsigned want;
 
+    m->queued = now;
     if (waiting == 0)
         return;
     avail = free_threads(m);

@@ -4,16 +4,22 @@
  * (prefork_manager.c) forks it into cr__prefork_worker_main. It runs
  * cfg->threads threads (classic prefork: one), each in the Leader/Followers
  * loop below: IDLE as a follower, LISTENING as the leader, which accepts one
- * connection, BUSY while it serves that connection to its end with blocking
- * waits (cr__conn_serve_blocking). The process publishes its state in its
- * scoreboard slot, and writes there only while the slot's tag is its own
- * (the manager may evict it and give the slot to another).
+ * connection, BUSY while it serves a connection with blocking waits. A
+ * connection without a whole request yet is parked, not served: the
+ * process's park set (an epoll set of its own, watched by whichever thread
+ * leads or waits to) holds it until input arrives, so a slow head holds no
+ * thread; once a request is answered the thread serves the connection on
+ * (cr__conn_serve_yielding), parking it again between requests only when a
+ * parked one is ready and no other thread of the process is free. The
+ * process publishes its state in its scoreboard slot, and writes there only
+ * while the slot's tag is its own (the manager may evict it and give the
+ * slot to another).
  *
  * Stopping: the manager sets the slot's stop and signals the process
  * (cr__proc_stop, proc.c); max_requests_per_child sets the same flag from
  * inside. Every thread looks at least every POLL_MS. Graceful: a request in
- * flight is answered, and a connection accepted just before the stop gets
- * its first request served. Immediate: connections close at once.
+ * flight is answered, and a parked connection that has had no request gets
+ * STOP_GRACE_MS for one. Immediate: connections close at once.
  *
  * Under reuseport it accepts on every copy of every listener, as every
  * worker does: a connection the kernel queued on one copy is taken by
@@ -22,10 +28,11 @@
  * cache, a log) must survive the fork. docs/design/prefork.md has the
  * whole design.
  *
- * Owns, in its process, its epoll set, its threads and their connections;
- * borrows the pool (its copy of the master's) and the service. Lock order:
- * the accept lock, then w->lock (a leaf; lf_follow takes it with the accept
- * lock held, nothing takes the accept lock under it).
+ * Owns, in its process, its epoll sets, its threads, their connections and
+ * the parked ones; borrows the pool (its copy of the master's) and the
+ * service. Lock order: the accept lock, then w->lock (a leaf; lf_follow
+ * takes it with the accept lock held, nothing takes the accept lock under
+ * it; the park set's epoll calls are made under it).
  */
 #include <cabrank/clock.h>
 #include <cabrank/listener.h>
@@ -46,6 +53,17 @@
 #define STOP_GRACE_MS     1000u /* a fresh connection's first request, at a stop */
 #define ACCEPT_BACKOFF_US 10000 /* out of descriptors: pause */
 #define MAX_EVENTS        8
+#define PARK_MAX          256u /* parked connections per process; beyond, it accepts no more */
+#define PARK_POLL_MS      10   /* with some parked, the wait for the accept lock is cut this fine */
+#define SWEEP_MS          50u  /* parked connections' deadlines are looked at this often */
+
+/* A parked connection: its entry in the park set (epoll data: gen << 32 |
+ * index, so a stale event finds the entry reused and is dropped). */
+struct parked {
+    struct cr_conn *c; /* NULL: free */
+    uint32_t gen;
+    bool served; /* it had a request: parked between requests */
+};
 
 struct wthread;
 
@@ -57,7 +75,8 @@ struct wproc {
     uint32_t tag;
     unsigned nthreads;
     struct cr__conn_config conn;
-    int epfd;
+    int epfd; /* the listeners and hfd */
+    int hfd;  /* the park set */
     uint64_t requests;
 
     struct cr_mutex lock;
@@ -68,6 +87,10 @@ struct wproc {
     bool stopping;
     unsigned busy_threads;
     struct wthread *threads;
+    struct parked *park; /* PARK_MAX entries */
+    unsigned nparked;
+    uint64_t next_sweep;
+    uint64_t grace_end; /* a graceful stop's end for parked fresh connections */
 };
 
 struct wthread {
@@ -125,6 +148,7 @@ static void publish_state(struct wproc *w)
     }
     /* Relaxed: the scoreboard's single-writer fields (scoreboard_internal.h). */
     __atomic_store_n(&s->busy_threads, w->busy_threads, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->parked, w->nparked, __ATOMIC_RELAXED);
     __atomic_store_n(&s->busy_since_ns, since, __ATOMIC_RELAXED);
     __atomic_store_n(&s->state, (int)st, __ATOMIC_RELAXED);
 }
@@ -167,77 +191,196 @@ static void on_request(void *arg)
     }
 }
 
-/*
- * Waits for the first bytes of a connection just accepted, before the
- * driver's wait: the driver treats a connection without input as idle, so
- * a graceful stop that came between accept and the client's request would
- * close it unanswered. A graceful stop gives the request STOP_GRACE_MS to
- * arrive. Returns false to close the connection unserved.
- */
-static bool await_first_request(struct wproc *w, struct cr_conn *c)
+/* The end of a connection: its bytes to the slot, then closed. */
+static void finish(struct wproc *w, struct cr_conn *c)
 {
-    struct pollfd pfd = {.fd = cr__conn_fd(c), .events = POLLIN};
-    uint64_t deadline = cr__conn_deadline(c);
-    uint64_t grace_end = 0;
+    struct cr__slot *s = my_slot(w);
 
-    if (!cr__conn_is_idle(c))
-        return true; /* open queued output: the driver sends it */
-    for (;;) {
-        uint64_t now = cr_clock_now_ns();
-        int st = stop_level(w);
-        int n;
-
-        if (st == CR__STOP_NOW)
-            return false;
-        if (st != 0 && grace_end == 0)
-            grace_end = now + STOP_GRACE_MS * CR_NSEC_PER_MSEC;
-        if ((grace_end != 0 && now >= grace_end) || (deadline != 0 && now >= deadline))
-            return false;
-        n = poll(&pfd, 1, POLL_MS);
-        if (n > 0)
-            return true; /* input, hang-up or error: the driver sees which */
-        if (n < 0 && errno != EINTR)
-            return true;
-    }
+    if (s != NULL)
+        __atomic_fetch_add(&s->bytes, cr__conn_bytes_out(c), __ATOMIC_RELAXED);
+    cr__conn_destroy(c);
 }
 
-/* Serves one accepted connection on thread t. */
-static void serve(struct wthread *t, int fd)
+/* Parks c until input arrives. false: the set is full or epoll failed (the
+ * caller closes it). */
+static bool park(struct wproc *w, struct cr_conn *c, bool served)
+{
+    bool ok = false;
+
+    cr_mutex_lock(&w->lock);
+    for (unsigned i = 0; i < PARK_MAX && !ok; i++) {
+        struct parked *p = &w->park[i];
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLONESHOT};
+
+        if (p->c != NULL)
+            continue;
+        p->gen++;
+        ev.data.u64 = (uint64_t)p->gen << 32 | i;
+        if (epoll_ctl(w->hfd, EPOLL_CTL_ADD, cr__conn_fd(c), &ev) < 0) {
+            CR_LOG(CR_LOG_WARN, "prefork: parking a connection: %s", strerror(errno));
+            break;
+        }
+        p->c = c;
+        p->served = served;
+        w->nparked++;
+        ok = true;
+    }
+    publish_state(w);
+    cr_mutex_unlock(&w->lock);
+    return ok;
+}
+
+/* Takes entry i out of the park set. Caller holds w->lock. */
+static struct cr_conn *unpark(struct wproc *w, unsigned i, bool *served)
+{
+    struct parked *p = &w->park[i];
+    struct cr_conn *c = p->c;
+
+    cr_mutex_assert_held(&w->lock);
+    (void)epoll_ctl(w->hfd, EPOLL_CTL_DEL, cr__conn_fd(c), NULL);
+    p->c = NULL;
+    *served = p->served;
+    w->nparked--;
+    publish_state(w);
+    return c;
+}
+
+/* A parked connection with input (or a hang-up), within timeout_ms. */
+static struct cr_conn *take_ready(struct wproc *w, int timeout_ms, bool *served)
+{
+    struct epoll_event ev;
+    struct cr_conn *c = NULL;
+    unsigned i;
+
+    if (epoll_wait(w->hfd, &ev, 1, timeout_ms) != 1)
+        return NULL;
+    i = (unsigned)(ev.data.u64 & 0xffffffffu);
+    cr_mutex_lock(&w->lock);
+    if (i < PARK_MAX && w->park[i].c != NULL && w->park[i].gen == (uint32_t)(ev.data.u64 >> 32))
+        c = unpark(w, i, served);
+    cr_mutex_unlock(&w->lock);
+    return c;
+}
+
+/*
+ * Closes the parked connections whose deadline passed (the service's: a
+ * header timeout counts from the connection's accept), and at a stop: all
+ * at once when immediate; when graceful, the idle ones that had a request,
+ * and the rest STOP_GRACE_MS after the stop. At most every SWEEP_MS unless
+ * stopping.
+ */
+static void sweep(struct wproc *w)
+{
+    struct cr_conn *gone[PARK_MAX];
+    uint64_t now = cr_clock_now_ns();
+    int level = stop_level(w);
+    unsigned n = 0;
+
+    cr_mutex_lock(&w->lock);
+    if (w->nparked == 0 || (level == 0 && now < w->next_sweep)) {
+        cr_mutex_unlock(&w->lock);
+        return;
+    }
+    w->next_sweep = now + SWEEP_MS * CR_NSEC_PER_MSEC;
+    if (level != 0 && w->grace_end == 0)
+        w->grace_end = now + STOP_GRACE_MS * CR_NSEC_PER_MSEC;
+    for (unsigned i = 0; i < PARK_MAX; i++) {
+        struct parked *p = &w->park[i];
+        uint64_t deadline;
+        bool served;
+
+        if (p->c == NULL)
+            continue;
+        deadline = cr__conn_deadline(p->c);
+        if (level == CR__STOP_NOW || (deadline != 0 && now >= deadline) ||
+            (level != 0 && ((p->served && cr__conn_is_idle(p->c)) || now >= w->grace_end)))
+            gone[n++] = unpark(w, i, &served);
+    }
+    cr_mutex_unlock(&w->lock);
+    for (unsigned i = 0; i < n; i++)
+        finish(w, gone[i]);
+}
+
+/* cr__conn_serve_yielding's question, every 100 ms at most and at each
+ * wait: the sweep, and whether a parked connection that becomes ready
+ * would find no other thread free (then this one leaves its idle one). */
+static bool may_yield(void *arg)
+{
+    struct wproc *w = arg;
+    bool yes;
+
+    sweep(w);
+    cr_mutex_lock(&w->lock);
+    yes = w->nparked > 0 && w->nparked < PARK_MAX && w->busy_threads >= w->nthreads;
+    cr_mutex_unlock(&w->lock);
+    return yes;
+}
+
+/* Thread t takes or gives back a connection: BUSY or not. */
+static void set_busy(struct wthread *t, bool busy)
 {
     struct wproc *w = t->w;
-    struct cr__slot *s;
+
+    cr_mutex_lock(&w->lock);
+    w->busy_threads += busy ? 1 : (unsigned)-1;
+    t->busy_since = busy ? cr_clock_now_ns() : 0;
+    publish_state(w);
+    cr_mutex_unlock(&w->lock);
+}
+
+/* A connection just accepted, or NULL (refused: fd closed). */
+static struct cr_conn *accept_conn(struct wproc *w, int fd)
+{
+    struct cr__slot *s = my_slot(w);
     struct cr_conn *c;
     int err;
 
     /* Relaxed: statistics (model_internal.h). */
     __atomic_fetch_add(&w->pool->totals->accepted, 1, __ATOMIC_RELAXED);
-    cr_mutex_lock(&w->lock);
-    w->busy_threads++;
-    t->busy_since = cr_clock_now_ns();
-    s = my_slot(w);
     if (s != NULL)
         __atomic_fetch_add(&s->connections, 1, __ATOMIC_RELAXED);
-    publish_state(w);
-    cr_mutex_unlock(&w->lock);
-
     err = cr__conn_create(&c, fd, &w->conn);
-    if (err == 0) {
-        if (await_first_request(w, c))
-            cr__conn_serve_blocking(c, t->idx, &cr__proc_stop);
-        s = my_slot(w);
-        if (s != NULL)
-            __atomic_fetch_add(&s->bytes, cr__conn_bytes_out(c), __ATOMIC_RELAXED);
-        cr__conn_destroy(c);
-    } else {
+    if (err < 0) {
         /* fd is closed; the service refused it or memory ran out. */
         CR_LOG(CR_LOG_DEBUG, "prefork: connection refused: %s", strerror(-err));
+        return NULL;
     }
+    return c;
+}
 
-    cr_mutex_lock(&w->lock);
-    w->busy_threads--;
-    t->busy_since = 0;
-    publish_state(w);
-    cr_mutex_unlock(&w->lock);
+/*
+ * Runs connection c on thread t: reads what is there; without an answer
+ * yet (no whole request) it is parked again. Once answered it is served on
+ * with blocking waits, until it ends or, idle between requests, gives the
+ * thread to a parked one that is ready (it is parked then).
+ */
+static void run(struct wthread *t, struct cr_conn *c, bool served)
+{
+    struct wproc *w = t->w;
+    struct cr__conn_yield y = {.fd = w->hfd, .may_yield = may_yield, .arg = w};
+    bool keep;
+
+    set_busy(t, true);
+    if (!served) {
+        uint64_t out0 = cr__conn_bytes_out(c) + cr_conn_pending(c);
+        enum cr__conn_next next = cr__conn_handle(c, CR_EV_READ, t->idx);
+
+        if (next == CR__CONN_READ && cr__conn_bytes_out(c) + cr_conn_pending(c) == out0) {
+            if (!park(w, c, false))
+                finish(w, c);
+            set_busy(t, false);
+            return;
+        }
+        if (next == CR__CONN_CLOSE) {
+            finish(w, c);
+            set_busy(t, false);
+            return;
+        }
+    }
+    keep = cr__conn_serve_yielding(c, t->idx, &cr__proc_stop, &y);
+    if (!keep || !park(w, c, true))
+        finish(w, c);
+    set_busy(t, false);
 }
 
 /*
@@ -249,17 +392,21 @@ static void serve(struct wthread *t, int fd)
  * levels. An in-process mutex and condvar (has_leader) pick this
  * process's candidate; the accept lock, in shared memory or a file lock
  * (accept_lock_internal.h), picks among processes. The leader waits on the
- * listening sockets alone (its own epoll set, 100 ms at a time so that a
- * stop is seen), accepts one connection and steps down before serving it
- * with blocking I/O: the handle set is the listeners, the event an accept.
- * With the lock kinds none and reuseport every process's candidate leads
- * at once and EPOLLEXCLUSIVE or the kernel picks who accepts.
+ * listening sockets and the process's park set (its own epoll set, 100 ms
+ * at a time so that a stop is seen), takes one connection (accepted, or a
+ * parked one with input) and steps down before running it. The candidate
+ * that waits for the accept lock watches the park set meanwhile (the lock
+ * has no descriptor to wait on: PARK_POLL_MS at a time while any is
+ * parked), and takes a ready parked connection instead of leading. With the
+ * lock kinds none and reuseport every process's candidate leads at once and
+ * EPOLLEXCLUSIVE or the kernel picks who accepts.
  */
 
 /* Takes the in-process leadership, then the accept lock. false once a stop
- * is seen. */
-static bool lf_follow(struct wproc *w)
+ * is seen, or when *ready is a parked connection taken instead. */
+static bool lf_follow(struct wproc *w, struct cr_conn **ready, bool *served)
 {
+    unsigned nparked;
     int err;
 
     cr_mutex_lock(&w->lock);
@@ -282,9 +429,21 @@ static bool lf_follow(struct wproc *w)
             err = -ECANCELED;
             break;
         }
-        err = cr__accept_lock_acquire(w->pool->alock, POLL_MS);
+        sweep(w);
+        cr_mutex_lock(&w->lock);
+        nparked = w->nparked;
+        cr_mutex_unlock(&w->lock);
+        /* A full park set: no more accepts here until some leave. */
+        err = nparked >= PARK_MAX
+                  ? -ETIMEDOUT
+                  : cr__accept_lock_acquire(w->pool->alock, nparked > 0 ? 0 : POLL_MS);
         if (err != -ETIMEDOUT)
             break;
+        /* The lock is another's: a while on the parked ones. */
+        if (nparked > 0 && (*ready = take_ready(w, PARK_POLL_MS, served)) != NULL) {
+            err = -ECANCELED;
+            break;
+        }
     }
     cr_mutex_lock(&w->lock);
     if (err == 0) {
@@ -305,9 +464,11 @@ static bool lf_follow(struct wproc *w)
     return err == 0;
 }
 
-/* The leader: waits on the listeners and accepts one connection. Returns
- * its fd, or -1 once a stop is seen. Holds the accept lock. */
-static int lf_lead(struct wproc *w)
+/* The leader: waits on the listeners and the park set and accepts one
+ * connection, or takes a parked one with input (*ready). Returns the
+ * accepted fd, or -1 (with *ready, or once a stop is seen). Holds the
+ * accept lock. */
+static int lf_lead(struct wproc *w, struct cr_conn **ready, bool *served)
 {
     const struct cr__prefork_pool *pool = w->pool;
     bool exclusive = cr__accept_lock_is_exclusive(pool->alock);
@@ -316,6 +477,12 @@ static int lf_lead(struct wproc *w)
         struct epoll_event ev[MAX_EVENTS];
         int n = epoll_wait(w->epfd, ev, MAX_EVENTS, POLL_MS);
         int fd = -1;
+
+        sweep(w);
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd == w->hfd && (*ready = take_ready(w, 0, served)) != NULL)
+                return -1;
+        }
 
         if (n < 0) {
             if (errno == EINTR)
@@ -334,7 +501,7 @@ static int lf_lead(struct wproc *w)
             }
         }
         for (int i = 0; i < n && fd < 0; i++) {
-            int err = cr_listener_accept(ev[i].data.fd, &fd);
+            int err = ev[i].data.fd == w->hfd ? -EAGAIN : cr_listener_accept(ev[i].data.fd, &fd);
 
             if (err == 0)
                 break;
@@ -365,20 +532,53 @@ static void lf_unlead(struct wproc *w)
     cr_mutex_unlock(&w->lock);
 }
 
-/* A worker thread: follower, leader, processing, and round again. */
+/* After a stop: runs the parked connections that get input until none is
+ * left (the sweep closes the rest, sweep's rules). */
+static void drain(struct wthread *t)
+{
+    struct wproc *w = t->w;
+
+    for (;;) {
+        struct cr_conn *c;
+        unsigned n;
+        bool served;
+
+        sweep(w);
+        cr_mutex_lock(&w->lock);
+        n = w->nparked;
+        cr_mutex_unlock(&w->lock);
+        if (n == 0)
+            return;
+        c = take_ready(w, PARK_POLL_MS, &served);
+        if (c != NULL)
+            run(t, c, served);
+    }
+}
+
+/* A worker thread: follower, leader, running a connection, and round
+ * again; after a stop, what is parked. */
 static void *thread_main(void *arg)
 {
     struct wthread *t = arg;
     struct wproc *w = t->w;
 
-    while (lf_follow(w)) {
-        int fd = lf_lead(w);
+    for (;;) {
+        struct cr_conn *c = NULL;
+        bool served = false;
+        int fd = -1;
 
-        lf_unlead(w);
-        if (fd < 0)
-            break;
-        serve(t, fd);
+        if (lf_follow(w, &c, &served)) {
+            fd = lf_lead(w, &c, &served);
+            lf_unlead(w);
+        }
+        if (fd >= 0)
+            c = accept_conn(w, fd);
+        else if (c == NULL)
+            break; /* a stop */
+        if (c != NULL)
+            run(t, c, served);
     }
+    drain(t);
     return NULL;
 }
 
@@ -390,7 +590,8 @@ static int watch(int epfd, int fd, uint32_t flags)
 }
 
 /* The worker's epoll set: every listening socket, the reuseport copies
- * included (EPOLLEXCLUSIVE when no lock picks a single leader). */
+ * included (EPOLLEXCLUSIVE when no lock picks a single leader), and the
+ * park set. */
 static int setup_listeners(struct wproc *w)
 {
     const struct cr__prefork_pool *pool = w->pool;
@@ -400,6 +601,12 @@ static int setup_listeners(struct wproc *w)
     w->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (w->epfd < 0)
         return -errno;
+    w->hfd = epoll_create1(EPOLL_CLOEXEC);
+    if (w->hfd < 0)
+        return -errno;
+    err = watch(w->epfd, w->hfd, 0);
+    if (err < 0)
+        return err;
     for (size_t k = 0; k < cr__prefork_nsockets(pool); k++) {
         /* With a lock, plain level-triggered: an arrival is queued in every
          * set, so the next leader sees what the last one left. */
@@ -427,6 +634,7 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
     w->slot = cr__scoreboard_slot(pool->sb, w->slot_idx);
     w->nthreads = pool->cfg->threads > 0 ? (unsigned)pool->cfg->threads : 1;
     w->epfd = -1;
+    w->hfd = -1;
     w->conn = pool->env.conn;
     w->conn.bytes_in = &pool->totals->bytes_in;
     w->conn.bytes_out = &pool->totals->bytes_out;
@@ -443,7 +651,8 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
         }
     }
     w->threads = calloc(w->nthreads, sizeof(*w->threads));
-    if (w->threads == NULL) {
+    w->park = calloc(PARK_MAX, sizeof(*w->park));
+    if (w->threads == NULL || w->park == NULL) {
         status = 4;
         goto out_exit;
     }
@@ -503,9 +712,12 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
 out_close:
     if (w->epfd >= 0)
         close(w->epfd);
+    if (w->hfd >= 0)
+        close(w->hfd);
     cr_cond_fini(&w->cv);
     cr_mutex_fini(&w->lock);
 out_exit:
+    free(w->park);
     free(w->threads);
     if (svc->process_exit != NULL)
         svc->process_exit(svc->ctx);

@@ -460,7 +460,8 @@ enum cr__conn_next cr__conn_sent(struct cr_conn *c, size_t n, unsigned worker)
     return finish_call(c, outer, advance(c), in0, out0);
 }
 
-void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile int *stop)
+bool cr__conn_serve_yielding(struct cr_conn *c, unsigned worker, const volatile int *stop,
+                             const struct cr__conn_yield *y)
 {
     unsigned events = CR_EV_READ;
 
@@ -469,35 +470,46 @@ void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile 
     c->send_budget = SIZE_MAX;
     for (;;) {
         enum cr__conn_next next = cr__conn_handle(c, events, worker);
-        struct pollfd pfd = {.fd = c->fd};
+        struct pollfd pfd[2] = {{.fd = c->fd}, {.fd = y != NULL ? y->fd : -1, .events = POLLIN}};
 
         if (next == CR__CONN_CLOSE)
-            return;
-        pfd.events = next == CR__CONN_WRITE ? POLLOUT : POLLIN;
+            return false;
+        pfd[0].events = next == CR__CONN_WRITE ? POLLOUT : POLLIN;
         for (;;) {
             /* Relaxed: a flag; the connection's data is ours alone. */
             int st = __atomic_load_n(stop, __ATOMIC_RELAXED);
             uint64_t deadline = cr__conn_deadline(c);
             uint64_t now = cr_clock_now_ns();
             int timeout = STOP_POLL_MS;
+            /* Between requests only: never with a request half served. */
+            bool idle = next == CR__CONN_READ && cr__conn_is_idle(c);
+            bool may = y != NULL && y->may_yield(y->arg) && idle;
             int n;
 
             if (st == CR__STOP_NOW || (st != 0 && cr__conn_is_idle(c)))
-                return;
+                return false;
             if (deadline != 0 && now >= deadline)
-                return;
+                return false;
             if (deadline != 0 && deadline - now < (uint64_t)STOP_POLL_MS * CR_NSEC_PER_MSEC)
                 timeout = (int)((deadline - now + CR_NSEC_PER_MSEC - 1) / CR_NSEC_PER_MSEC);
-            n = poll(&pfd, 1, timeout);
+            n = poll(pfd, may ? 2 : 1, timeout);
             if (n < 0 && errno != EINTR)
-                return;
-            if (n > 0)
+                return false;
+            if (n > 0 && (pfd[0].revents != 0 || !may))
                 break;
+            if (n > 0)
+                return true; /* another connection waits for this thread */
         }
-        events = (pfd.revents & POLLIN ? CR_EV_READ : 0) |
-                 (pfd.revents & POLLOUT ? CR_EV_WRITE : 0) |
-                 (pfd.revents & POLLHUP ? CR_EV_HUP : 0) | (pfd.revents & POLLERR ? CR_EV_ERR : 0);
+        events = (pfd[0].revents & POLLIN ? CR_EV_READ : 0) |
+                 (pfd[0].revents & POLLOUT ? CR_EV_WRITE : 0) |
+                 (pfd[0].revents & POLLHUP ? CR_EV_HUP : 0) |
+                 (pfd[0].revents & POLLERR ? CR_EV_ERR : 0);
     }
+}
+
+void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile int *stop)
+{
+    (void)cr__conn_serve_yielding(c, worker, stop, NULL);
 }
 
 /* ------------------------------------------------------------------ lifecycle */

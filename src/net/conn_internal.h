@@ -145,6 +145,29 @@ enum cr__conn_next cr__conn_sent(struct cr_conn *c, size_t n, unsigned worker);
  */
 void cr__conn_serve_blocking(struct cr_conn *c, unsigned worker, const volatile int *stop);
 
+/*
+ * What cr__conn_serve_yielding asks of its caller: may_yield(arg) is called
+ * at least every 100 ms while the connection waits (any phase; the caller
+ * may do its own housekeeping there) and says whether the thread may leave
+ * the connection now; while it says so and the connection is idle between
+ * requests, fd becoming readable (someone else waits for this thread) makes
+ * the call return.
+ */
+struct cr__conn_yield {
+    int fd;
+    bool (*may_yield)(void *arg);
+    void *arg;
+};
+
+/*
+ * cr__conn_serve_blocking that may give the thread up between requests:
+ * returns true when it did (y above; the connection is open, idle, waiting
+ * for its next request: the caller keeps it), false when the connection is
+ * to be closed. y NULL: never gives up.
+ */
+bool cr__conn_serve_yielding(struct cr_conn *c, unsigned worker, const volatile int *stop,
+                             const struct cr__conn_yield *y);
+
 /* Absolute monotonic deadline (ns) of the current wait, 0 for none. */
 uint64_t cr__conn_deadline(const struct cr_conn *c);
 

@@ -102,6 +102,7 @@ int cr__scoreboard_claim(struct cr__scoreboard *sb, unsigned gen)
         STORE(&s->tag, sb->last_tag);
         STORE(&s->stop, 0);
         STORE(&s->busy_threads, 0u);
+        STORE(&s->parked, 0u);
         STORE(&s->connections, (uint64_t)0);
         STORE(&s->requests, (uint64_t)0);
         STORE(&s->bytes, (uint64_t)0);
@@ -120,6 +121,7 @@ void cr__scoreboard_release(struct cr__scoreboard *sb, unsigned i)
 
     STORE(&s->pid, 0);
     STORE(&s->busy_threads, 0u);
+    STORE(&s->parked, 0u);
     __atomic_store_n(&s->state, (int)CR_WORKER_FREE, __ATOMIC_RELEASE);
 }
 
@@ -201,7 +203,7 @@ void cr__scoreboard_stats(struct cr__scoreboard *sb, struct cr_server_stats *st)
         struct cr__slot *s = &sb->slots[i];
 
         if (LOAD(&s->state) != CR_WORKER_FREE)
-            open += LOAD(&s->busy_threads);
+            open += LOAD(&s->busy_threads) + LOAD(&s->parked);
     }
     st->accepted = LOAD(&t->accepted);
     st->open_connections = open;

@@ -35,6 +35,7 @@ struct cr__slot {
     /* Written by the worker (the manager writes STARTING, DEAD, FREE). */
     int state; /* enum cr_worker_state */
     unsigned busy_threads;
+    unsigned parked; /* prefork: open connections no thread serves now (between requests) */
     uint64_t connections;
     uint64_t requests;
     uint64_t bytes;
@@ -100,9 +101,9 @@ unsigned cr__scoreboard_copy(struct cr__scoreboard *sb, struct cr_scoreboard_ent
 struct cr__scoreboard_totals *cr__scoreboard_totals(struct cr__scoreboard *sb);
 
 /* Fills st's accepted, bytes, requests, processes, generation, restarts and
- * crashes from the totals, and open_connections as the busy threads of the
- * slots in use: derived, so a worker killed -9 leaves no connection counted
- * (its slot is released when it is reaped). Lock-free; any process. */
+ * crashes from the totals, and open_connections as the busy threads and
+ * parked connections of the slots in use: derived, so a worker killed -9 leaves no connection
+ * counted (its slot is released when it is reaped). Lock-free; any process. */
 void cr__scoreboard_stats(struct cr__scoreboard *sb, struct cr_server_stats *st);
 
 /* Counts slots of generation gen in state (e.g. idle workers now). */

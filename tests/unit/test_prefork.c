@@ -14,8 +14,9 @@
  * and once through SIGHUP and cr_server_run in a child process; spare
  * workers following a load that rises and falls; a burst of keep-alive
  * connections, far more than the workers, served at once with each lock,
- * and every request answered while the surplus retires;
- * max_requests_per_child;
+ * and every request answered while the surplus retires; slow heads on
+ * more connections than max_workers holding no worker, and timed out from
+ * their accept; max_requests_per_child;
  * a busy worker reported; immediate stop. Every test ends by checking that
  * no child process (zombie or not) is left and /dev/shm has nothing new.
  *
@@ -984,6 +985,115 @@ START_TEST(keepalive_burst_is_served_at_once)
 }
 END_TEST
 
+/* Connections that never finish their first line ("slow heads"), four
+ * times the most workers there may be (max_workers 3): none holds a worker,
+ * so a new client is answered at once, as fast as before them give or take
+ * a generous margin; each slow one, finished later, is answered too. With
+ * each lock. Before the park set, the three workers each held one and the
+ * new client waited in the accept queue for the idle timeout (60 s). */
+#define SLOW 12
+START_TEST(slow_heads_hold_no_worker)
+{
+    struct cr_server_config cfg = {
+        .workers = 2,
+        .threads = 1,
+        .max_workers = 3,
+        .accept_lock = locks[_i],
+    };
+    struct cr_server_stats st;
+    struct fixture f;
+    int fds[SLOW];
+    uint64_t t0;
+    uint64_t normal;
+    uint64_t took;
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
+    t0 = cr_test_now_ms();
+    ck_assert_int_gt(request_once(f.port, "before\n", cr_test_tmo(5000)), 0);
+    normal = cr_test_now_ms() - t0;
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = cr_test_connect(f.port);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_int_eq(cr_test_write_all(fds[i], "slow", 4), 0);
+    }
+    usleep(200 * 1000); /* taken, or waiting for a worker */
+    t0 = cr_test_now_ms();
+    ck_assert_int_gt(request_once(f.port, "hello\n", cr_test_tmo(1000) + (int)normal * 10), 0);
+    took = cr_test_now_ms() - t0;
+    ck_assert_msg(took <= (uint64_t)cr_test_tmo(1000) + normal * 10,
+                  "a new client waited %llu ms behind %d slow heads (%llu ms without)",
+                  (unsigned long long)took, SLOW, (unsigned long long)normal);
+    /* Parked ones count as open (the new client's goes soon). */
+    t0 = cr_test_now_ms();
+    do {
+        usleep(10000);
+        (void)cr_server_stats(f.s, &st, NULL, 0);
+    } while (st.open_connections != SLOW && cr_test_now_ms() - t0 < (uint64_t)cr_test_tmo(2000));
+    ck_assert_uint_eq(st.open_connections, SLOW);
+    for (int i = 0; i < SLOW; i++) {
+        ck_assert_int_gt(ask(fds[i], "\n", cr_test_tmo(2000)), 0);
+        ck_assert_int_gt(ask(fds[i], "again\n", cr_test_tmo(2000)), 0);
+    }
+    for (int i = 0; i < SLOW; i++)
+        hangup(fds[i]);
+    (void)cr_server_stats(f.s, &st, NULL, 0);
+    ck_assert_uint_eq(st.requests, 2 + 2 * SLOW);
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
+/* The input timeout of a slow head counts from the connection's accept,
+ * which comes at once: eight slow heads on at most three workers are each
+ * closed one timeout (1 s) after they connected, give or take a margin.
+ * Before the park set, the workers took them three at a time, and closed
+ * the last ones two timeouts late. */
+START_TEST(slow_heads_time_out_from_arrival)
+{
+    struct cr_server_config cfg = {
+        .workers = 2,
+        .threads = 1,
+        .max_workers = 3,
+        .idle_timeout_ms = 1000,
+    };
+    struct fixture f;
+    int fds[8];
+    uint64_t at[8];
+    long closed[8];
+
+    fx_start(&f, cfg);
+    ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
+    for (int i = 0; i < 8; i++) {
+        fds[i] = cr_test_connect(f.port);
+        ck_assert_int_ge(fds[i], 0);
+        ck_assert_int_eq(cr_test_write_all(fds[i], "slow", 4), 0);
+        at[i] = cr_test_now_ms();
+        closed[i] = -1;
+    }
+    for (int left = 8; left > 0 && cr_test_now_ms() - at[0] < (uint64_t)cr_test_tmo(5000);) {
+        for (int i = 0; i < 8; i++) {
+            struct pollfd pfd = {.fd = fds[i], .events = POLLIN};
+            char buf[16];
+
+            if (closed[i] >= 0 || poll(&pfd, 1, 0) <= 0)
+                continue;
+            if (read(fds[i], buf, sizeof(buf)) <= 0) {
+                closed[i] = (long)(cr_test_now_ms() - at[i]);
+                left--;
+            }
+        }
+        usleep(5000);
+    }
+    for (int i = 0; i < 8; i++) {
+        ck_assert_msg(closed[i] >= 850 && closed[i] <= 1000 + cr_test_tmo(600),
+                      "slow head %d closed %ld ms after it connected (timeout 1000 ms)", i,
+                      closed[i]);
+        hangup(fds[i]);
+    }
+    fx_stop(&f, true, 0);
+}
+END_TEST
+
 /* A worker busy on one connection beyond busy_warn_ms is reported once;
  * an immediate stop ends it without waiting for its handler's sleep to
  * be answered. */
@@ -1133,6 +1243,8 @@ Suite *prefork_suite(void)
     tcase_add_test(tc, sighup_restarts_through_server_run);
     tcase_add_test(tc, spares_follow_load);
     tcase_add_loop_test(tc, keepalive_burst_is_served_at_once, 0, NLOCKS);
+    tcase_add_loop_test(tc, slow_heads_hold_no_worker, 0, NLOCKS);
+    tcase_add_test(tc, slow_heads_time_out_from_arrival);
     tcase_add_loop_test(tc, max_requests_retires_workers, 0, NLOCKS);
     tcase_add_test(tc, reports_busy_worker_and_stops_immediately);
     tcase_add_test(tc, failing_process_init_is_not_a_fork_loop);
