@@ -515,9 +515,9 @@ START_TEST(replaces_killed_worker)
             usleep(5000);
     }
     ck_assert_msg(replaced, "worker %d not replaced", victim);
-    /* A killed worker is replaced within 1 s; unsanitized it takes a few ms. */
-    if (cr_test_tmo(1) == 1)
-        ck_assert_uint_lt(cr_test_now_ms() - t0, 1000);
+    /* A killed worker is replaced within 1 s (scaled for sanitizer builds);
+     * unsanitized it takes a few ms. */
+    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)cr_test_tmo(1000));
     usleep(300000);
     load_stop(&l);
     ck_assert_msg(l.failed <= 1, "%llu failed (last %d)", (unsigned long long)l.failed, l.last_err);
@@ -1076,6 +1076,8 @@ START_TEST(restarts_never_wait_for_a_slot)
      * the first requests ended (a slow build). */
     if (cr_test_now_ms() - t0 < 4000)
         ck_assert_uint_ge(peak, 9);
+    else
+        cr_test_skip("prefork: every old worker still busy", "the restarts took over 4 s");
     for (int i = 0; i < 10; i++) {
         char buf[64];
 
