@@ -665,24 +665,39 @@ END_TEST
  * The watchdog sleeps while turns are quick: each deferring leader keeps its
  * reactor's timer from going off, where a watchdog that looks every delay
  * (as it once did) looks some 30 times here. A look is a gap between events
- * of half a delay or more, which a loaded machine makes now and then.
+ * of half a delay or more, which a loaded machine makes now and then: the
+ * test measures its own gaps (poke to poke; a stalled leader stretches them
+ * too, as each poke waits for the last event) and allows a look per delay
+ * of each gap of half a delay or more, beyond MAX_LOOKS. Where what it
+ * allows reaches what the old watchdog did, the run cannot tell: skipped.
  */
 START_TEST(deferred_promotion_watchdog_sleeps_while_turns_are_quick)
 {
     enum { DELAY = 20000, RUN_MS = 600, MAX_EVENTS = 200000, MAX_LOOKS = 6 };
+    const uint64_t delay_ns = (uint64_t)DELAY * 1000;
     struct ctx *x = calloc(1, sizeof(*x));
     struct cr_reactor *r = make_reactor();
     struct chan *c = add_chan(x, r, MODE_COUNT);
     uint64_t start;
+    uint64_t prev;
+    uint64_t now;
     uint64_t deferred;
     uint64_t looks;
+    uint64_t excused = 0; /* looks the measured gaps allow */
     uint64_t k = 0;
 
     x->p = make_deferred_pool(&r, 1, 2, deferring[_i], DELAY);
     ck_assert_int_eq(cr_lf_pool_start(x->p), 0);
     ck_assert(wait_roles(x->p, 1, 1, -1));
     start = cr_clock_now_ns();
-    while (k < MAX_EVENTS && cr_clock_now_ns() - start < RUN_MS * CR_NSEC_PER_MSEC) {
+    prev = start;
+    for (;;) {
+        now = cr_clock_now_ns();
+        if (now - prev >= delay_ns / 2)
+            excused += (now - prev) / delay_ns + 1;
+        prev = now;
+        if (k >= MAX_EVENTS || now - start >= RUN_MS * CR_NSEC_PER_MSEC)
+            break;
         poke(c);
         ck_assert(wait_count(&c->handled, ++k));
     }
@@ -691,8 +706,14 @@ START_TEST(deferred_promotion_watchdog_sleeps_while_turns_are_quick)
     /* The control: the turns were deferred, so the timer had work. */
     ck_assert_msg(deferred >= k / 2, "%s: %llu of %llu turns deferred", deferring[_i],
                   (unsigned long long)deferred, (unsigned long long)k);
-    ck_assert_msg(looks <= MAX_LOOKS, "%s: %llu looks in %d ms of %llu quick turns", deferring[_i],
-                  (unsigned long long)looks, RUN_MS, (unsigned long long)k);
+    if (looks > MAX_LOOKS && MAX_LOOKS + excused >= RUN_MS * CR_NSEC_PER_MSEC / delay_ns)
+        cr_test_skip("lf_pool: the watchdog sleeps while turns are quick",
+                     "this thread stalled too often to tell");
+    else
+        ck_assert_msg(looks <= MAX_LOOKS + excused,
+                      "%s: %llu looks in %d ms of %llu quick turns (%llu allowed by its gaps)",
+                      deferring[_i], (unsigned long long)looks, RUN_MS, (unsigned long long)k,
+                      (unsigned long long)excused);
     stop_and_join(x->p);
     check_clean(x);
     destroy_all(x, r);
