@@ -41,6 +41,12 @@ fi
 # sleeps, child processes), so on 2 cores this takes the slowest variant's
 # time rather than the sum. Every test tolerates a loaded machine (waits that
 # expect an event scale with CK_TIMEOUT_MULTIPLIER).
+# A test without a timeout of its own gets CK_DEFAULT_TIMEOUT times the
+# runner's multiplier: Check's default 4 s (12 s under ASan) was too short
+# for a pure-compute test's fork, run and LeakSanitizer exit at load 16-18
+# on 2 cores. The timeout is there to catch a hang, which a longer one
+# catches too.
+export CK_DEFAULT_TIMEOUT=15
 # A runner's log and counts: $dir/unit-tests.<label, letters and digits>.*
 unit_file() { # label dir suffix
     local tag=${1//[^a-z0-9]/-}
