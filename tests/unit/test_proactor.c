@@ -49,8 +49,7 @@ static const struct pcase cases[] = {
     {"uring", "single", 1},    {"uring", "lf", 3},    {"uring", "ring-per-thread", 2},
 };
 #define NCASES      ((int)(sizeof(cases) / sizeof(cases[0])))
-#define FIRST_URING 3  /* cases[FIRST_URING..] use io_uring */
-#define NLOOP_TESTS 16 /* proactor_suite's loop tests */
+#define FIRST_URING 3 /* cases[FIRST_URING..] use io_uring */
 
 /* Creates and starts the case's proactor (proactor_suite adds only the
  * cases whose engine works here). */
@@ -969,31 +968,33 @@ START_TEST(bad_configurations_are_refused)
 }
 END_TEST
 
-/*
- * Whether io_uring can be used here (the engine's -ENOSYS: no kernel
- * support, refused by a filter); when not, each uring case of each loop
- * test (16 tests, 3 cases; the re-arm test has only uring cases) is
- * reported as skipped.
- */
-static bool uring_works(void)
+/* Why io_uring cannot be used here (the engine's -ENOSYS: no kernel
+ * support, refused by a filter), or NULL where it can, or where it fails
+ * otherwise: then each uring case fails, saying why. */
+static const char *uring_refused(void)
 {
     struct cr_proactor_config cfg = {.engine = "uring", .threads = 1};
     struct cr_proactor *p;
     int err = cr_proactor_create(&p, &cfg);
-    char what[64];
 
     if (err == 0)
         cr_proactor_destroy(p);
-    if (err != -ENOSYS)
-        return true; /* works, or fails in each case, saying why */
-    for (int t = 0; t < NLOOP_TESTS; t++) {
-        for (int i = FIRST_URING; i < NCASES; i++) {
-            snprintf(what, sizeof(what), "proactor loop test %d, uring/%s", t + 1,
-                     cases[i].dispatch);
-            cr_test_skip(what, strerror(-err));
-        }
+    return err == -ENOSYS ? "io_uring is refused here" : NULL;
+}
+
+/* Adds test over cases[from..NCASES), less the uring cases where io_uring
+ * is refused (refused != NULL): each of those is reported as skipped. */
+static void add_cases(TCase *tc, const TTest *test, int from, const char *refused)
+{
+    char what[160];
+    int end = refused != NULL ? FIRST_URING : NCASES;
+
+    tcase_add_loop_test(tc, test, from, end > from ? end : from);
+    for (int i = from > FIRST_URING ? from : FIRST_URING; refused != NULL && i < NCASES; i++) {
+        snprintf(what, sizeof(what), "proactor/%s %s/%s", test->name, cases[i].engine,
+                 cases[i].dispatch);
+        cr_test_skip(what, refused);
     }
-    return false;
 }
 
 Suite *proactor_suite(void);
@@ -1001,30 +1002,27 @@ Suite *proactor_suite(void)
 {
     Suite *s = suite_create("proactor");
     TCase *tc = tcase_create("core");
-    int ncases;
+    const char *refused = uring_refused();
 
     /* Each test takes well under a second; the margin is for a loaded
      * 2-core machine (and x10 under TSan). */
     tcase_set_timeout(tc, 30);
-    ncases = uring_works() ? NCASES : FIRST_URING;
-    tcase_add_loop_test(tc, multishot_accept_takes_several_connections_on_one_token, 0, ncases);
-    tcase_add_loop_test(tc, multishot_accept_is_rearmed_where_the_kernel_has_none, FIRST_URING,
-                        ncases);
-    tcase_add_loop_test(tc, echo_over_many_connections_at_once, 0, ncases);
-    tcase_add_loop_test(tc, partial_send_is_resumed_to_a_slow_reader, 0, ncases);
-    tcase_add_loop_test(tc, sendv_sends_every_iovec_resumed, 0, ncases);
-    tcase_add_loop_test(tc, sendfile_sends_a_file_bigger_than_the_pipe, 0, ncases);
-    tcase_add_loop_test(tc, sends_resume_past_the_notsent_mark, 0, ncases);
-    tcase_add_loop_test(tc, connect_reaches_a_listener_and_is_refused_by_a_closed_port, 0, ncases);
-    tcase_add_loop_test(tc, recv_with_nothing_arriving_times_out_and_timers_expire, 0, ncases);
-    tcase_add_loop_test(tc, cancel_completes_with_ecanceled_once_even_racing_a_completion, 0,
-                        ncases);
-    tcase_add_loop_test(tc, posts_from_other_threads_reach_their_ring, 0, ncases);
-    tcase_add_loop_test(tc, a_start_while_the_last_handler_runs_waits_for_it, 0, ncases);
-    tcase_add_loop_test(tc, stop_runs_every_outstanding_handler_once, 0, ncases);
-    tcase_add_loop_test(tc, sends_to_a_reader_that_never_reads_time_out, 0, ncases);
-    tcase_add_loop_test(tc, stop_during_traffic_ends_every_token_once, 0, ncases);
-    tcase_add_loop_test(tc, a_busy_token_refuses_a_second_operation, 0, ncases);
+    add_cases(tc, multishot_accept_takes_several_connections_on_one_token, 0, refused);
+    add_cases(tc, multishot_accept_is_rearmed_where_the_kernel_has_none, FIRST_URING, refused);
+    add_cases(tc, echo_over_many_connections_at_once, 0, refused);
+    add_cases(tc, partial_send_is_resumed_to_a_slow_reader, 0, refused);
+    add_cases(tc, sendv_sends_every_iovec_resumed, 0, refused);
+    add_cases(tc, sendfile_sends_a_file_bigger_than_the_pipe, 0, refused);
+    add_cases(tc, sends_resume_past_the_notsent_mark, 0, refused);
+    add_cases(tc, connect_reaches_a_listener_and_is_refused_by_a_closed_port, 0, refused);
+    add_cases(tc, recv_with_nothing_arriving_times_out_and_timers_expire, 0, refused);
+    add_cases(tc, cancel_completes_with_ecanceled_once_even_racing_a_completion, 0, refused);
+    add_cases(tc, posts_from_other_threads_reach_their_ring, 0, refused);
+    add_cases(tc, a_start_while_the_last_handler_runs_waits_for_it, 0, refused);
+    add_cases(tc, stop_runs_every_outstanding_handler_once, 0, refused);
+    add_cases(tc, sends_to_a_reader_that_never_reads_time_out, 0, refused);
+    add_cases(tc, stop_during_traffic_ends_every_token_once, 0, refused);
+    add_cases(tc, a_busy_token_refuses_a_second_operation, 0, refused);
     tcase_add_test(tc, forced_fallback_logs_one_line_and_works);
     tcase_add_test(tc, bad_configurations_are_refused);
     suite_add_tcase(s, tc);
