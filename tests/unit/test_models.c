@@ -48,7 +48,10 @@
 #include <unistd.h>
 
 #define MAX_VARIANTS 32
-#define TEST_TIMEOUT 10 /* seconds per test, times CK_TIMEOUT_MULTIPLIER */
+/* Seconds per test, times CK_TIMEOUT_MULTIPLIER: a bound on a hang, well
+ * past what a test's own waits (each bounded) add up to under ASan on a
+ * starved 2-core machine (10 was exceeded there, at load 15-18). */
+#define TEST_TIMEOUT 20
 #define THREADS      4
 
 struct variant {
