@@ -4,8 +4,12 @@
 # through pkg-config (tests/install.sh), unit tests (plain, ASan+UBSan, TSan),
 # every integration
 # program under each variant, each under a timeout, then each fuzz target over
-# its corpus fuzz/corpus/<target>/ (one pass per target). Ends with one line
-# `tests: N passed, N failed` over everything, and fails if anything failed.
+# its corpus fuzz/corpus/<target>/ (one pass per target). Ends with a
+# `failed:` line for each failing test (a unit test by file:line, tcase and
+# name) with the log to read, then one line `tests: N passed, N failed[,
+# N skipped]` over everything, and fails if anything failed. Skipped counts
+# what could not run here (io_uring refused, a backend missing: the unit
+# runner's cr_test_skip list; an integration program exiting 77).
 # `tests/run.sh unit` (make test-unit) runs the unit tests only.
 set -u
 cd "$(dirname "$0")/.."
@@ -37,6 +41,12 @@ fi
 # sleeps, child processes), so on 2 cores this takes the slowest variant's
 # time rather than the sum. Every test tolerates a loaded machine (waits that
 # expect an event scale with CK_TIMEOUT_MULTIPLIER).
+# A test without a timeout of its own gets CK_DEFAULT_TIMEOUT times the
+# runner's multiplier: Check's default 4 s (12 s under ASan) was too short
+# for a pure-compute test's fork, run and LeakSanitizer exit at load 16-18
+# on 2 cores. The timeout is there to catch a hang, which a longer one
+# catches too.
+export CK_DEFAULT_TIMEOUT=15
 # A runner's log and counts: $dir/unit-tests.<label, letters and digits>.*
 unit_file() { # label dir suffix
     local tag=${1//[^a-z0-9]/-}
@@ -55,18 +65,31 @@ unit_start() { # label variant dir [env...]
     unit_pids+=($!)
 }
 
+# Each failing unit test by name, from Check's failure lines in the log
+# (file:line:F|E:tcase:test:iteration: message), and the log to read.
+unit_failures() { # label log
+    local label=$1 log=$2 line n=0
+    while IFS= read -r line; do
+        failures+=("unit test ($label) ${line%%: *}: ${line#*: } (log: $log)")
+        n=$((n + 1))
+    done < <(grep -E '^[^ :]+:[0-9]+:[EF]:[^:]+:[^:]+:[0-9]+: ' "$log" | cut -c 1-300)
+    [ "$n" -eq 0 ] && failures+=("unit tests ($label): the runner failed (log: $log)")
+}
+
 unit_finish() { # label dir pid
-    local label=$1 dir=$2 pid=$3 rc p f
+    local label=$1 dir=$2 pid=$3 rc p f s log
     wait "$pid"
     rc=$?
+    log=$(unit_file "$label" "$dir" log)
     echo
     echo "== unit tests ($label)"
-    cat "$(unit_file "$label" "$dir" log)"
-    if read -r p f <"$(unit_file "$label" "$dir" counts)" 2>/dev/null; then :; else p=0 f=1; fi
+    cat "$log"
+    if read -r p f s <"$(unit_file "$label" "$dir" counts)" 2>/dev/null; then :; else p=0 f=1 s=0; fi
     [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
     passed=$((passed + p))
     failed=$((failed + f))
-    [ "$f" -ne 0 ] && failures+=("unit tests ($label)")
+    skipped=$((skipped + ${s:-0}))
+    [ "$f" -ne 0 ] && unit_failures "$label" "$log"
 }
 
 integration() { # variant dir
@@ -88,7 +111,7 @@ integration() { # variant dir
         77) skipped=$((skipped + 1)); echo "SKIP $name: $(tail -n 1 "$dir/integration/$name.log")" ;;
         *)
             failed=$((failed + 1))
-            failures+=("$name ($variant)")
+            failures+=("$name ($variant) (log: $dir/integration/$name.log)")
             echo "FAIL $name (exit $rc, ${secs}s); its log:"
             tail -n 40 "$dir/integration/$name.log" | sed 's/^/    /'
             ;;
@@ -127,7 +150,7 @@ fuzz_replay() { # dir
             echo "PASS $name ($n inputs, ${secs}s)"
         else
             failed=$((failed + 1))
-            failures+=("fuzz replay $name")
+            failures+=("fuzz replay $name (log: $log)")
             # The input it failed on (the last one started), then the report.
             echo "FAIL $name (exit $rc, ${secs}s): $(grep '^Running: ' "$log" | tail -n 1)"
             sed -n '/^Running: /h; /^Running: /!H; ${x; p}' "$log" | grep -v '^Running: ' |

@@ -358,8 +358,7 @@ static void test_traversal(uint16_t port)
 
         snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", targets[i]);
         err = hc_get(port, req, &r);
-        CHECK(err == 0 || err == -EPIPE || err == -ECONNRESET, "%s: %s", targets[i],
-              strerror(-err));
+        CHECK(err == 0, "%s: no answer: %s", targets[i], strerror(-err));
         if (err == 0) {
             CHECK(r.status == 400 || r.status == 403 || r.status == 404, "%s: status %d",
                   targets[i], r.status);

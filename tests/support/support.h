@@ -65,4 +65,13 @@ bool cr_test_proc_is_gone(pid_t pid);
  * and sanitizer builds. */
 int cr_test_tmo(int ms);
 
+/*
+ * Records that what (a test, a variant) was not run here, and why: prints
+ * "SKIP what: why" and appends "<pid> what: why" to the file $CR_TEST_SKIPS
+ * names (the unit runner sets it and counts the lines as skipped in its
+ * summary and in tests/run.sh's). Use it wherever a test or a variant would
+ * otherwise be left out silently, or pass by returning early.
+ */
+void cr_test_skip(const char *what, const char *why);
+
 #endif /* CABRANK_TEST_SUPPORT_H */

@@ -6,7 +6,12 @@
  * arguments and FILE: each takes the next suite nobody has taken yet, so
  * tests/run.sh can split a variant over two runners that finish together
  * (a fixed split left one with 8 minutes of suites and the other with 1).
- * Writes "passed failed" to $CR_TEST_COUNTS when set, for tests/run.sh.
+ * Tests and variants that cannot run here are recorded by cr_test_skip
+ * (tests/support) in the file $CR_TEST_SKIPS (a file of the runner's own
+ * when unset): the summary counts them as skipped, never as passed (a test
+ * that skipped and returned is taken off the passed count). Writes
+ * "passed failed skipped" to $CR_TEST_COUNTS when set, for tests/run.sh,
+ * which names each failing test from Check's failure lines in the log.
  */
 #include <check.h>
 #include <errno.h>
@@ -15,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define X(name) Suite *name##_suite(void);
@@ -71,6 +77,58 @@ static long take_next(int fd)
     return err < 0 ? err : next;
 }
 
+/*
+ * The skip list: $CR_TEST_SKIPS, or a new file of ours (its path in own, to
+ * remove at the end, and exported for the tests). 0 or -errno.
+ */
+static int open_skips(char *own, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    int fd;
+
+    own[0] = '\0';
+    if (getenv("CR_TEST_SKIPS") != NULL)
+        return 0;
+    snprintf(own, cap, "%s/cr-test-skips.XXXXXX", dir != NULL ? dir : "/tmp");
+    fd = mkstemp(own);
+    if (fd < 0) {
+        own[0] = '\0';
+        return -errno;
+    }
+    close(fd);
+    return setenv("CR_TEST_SKIPS", own, 1) < 0 ? -errno : 0;
+}
+
+/*
+ * Prints the skip list and returns its length; *in_tests counts the skips a
+ * test process recorded (that test then returned and counts as run), the
+ * others were variants the suites left out.
+ */
+static int report_skips(int *in_tests)
+{
+    const char *path = getenv("CR_TEST_SKIPS");
+    FILE *f = path != NULL ? fopen(path, "r") : NULL;
+    char line[512];
+    int n = 0;
+
+    *in_tests = 0;
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        char *what = strchr(line, ' ');
+
+        if (what == NULL)
+            continue;
+        *what++ = '\0';
+        if (strtol(line, NULL, 10) != (long)getpid())
+            (*in_tests)++;
+        printf("SKIPPED %s", what);
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
 /* Runs one suite in its own runner; adds to *run and *failed. */
 static void run_suite(const struct entry *e, int *run, int *failed)
 {
@@ -89,9 +147,14 @@ int main(int argc, char **argv)
     const char *queue = getenv("CR_TEST_QUEUE");
     const struct entry *picked[NSUITES];
     size_t npicked = 0;
+    char own_skips[256];
     int qfd = -1;
     int run = 0;
     int failed = 0;
+    int skipped;
+    int skipped_in_tests;
+    int passed;
+    int err;
 
     for (size_t i = 0; i < NSUITES; i++) {
         if (is_selected(suites[i].name, argc, argv))
@@ -99,6 +162,11 @@ int main(int argc, char **argv)
     }
     if (npicked == 0) {
         fprintf(stderr, "runner: no such suite\n");
+        return 2;
+    }
+    err = open_skips(own_skips, sizeof(own_skips));
+    if (err < 0) {
+        fprintf(stderr, "runner: skip list: %s\n", strerror(-err));
         return 2;
     }
     if (queue != NULL) {
@@ -125,11 +193,19 @@ int main(int argc, char **argv)
     }
     if (qfd >= 0)
         close(qfd);
+    fflush(stdout);
+    skipped = report_skips(&skipped_in_tests);
+    if (own_skips[0] != '\0')
+        unlink(own_skips);
+    passed = run - failed - skipped_in_tests;
+    if (passed < 0)
+        passed = 0;
+    printf("runner: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
     if (counts != NULL) {
         FILE *f = fopen(counts, "w");
 
         if (f != NULL) {
-            fprintf(f, "%d %d\n", run - failed, failed);
+            fprintf(f, "%d %d %d\n", passed, failed, skipped);
             fclose(f);
         }
     }

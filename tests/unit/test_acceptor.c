@@ -67,7 +67,8 @@ static int accepted(struct fixture *f)
     return __atomic_load_n(&f->accepted, __ATOMIC_ACQUIRE);
 }
 
-/* Sets up listener, reactor and acceptor; false if the backend is missing. */
+/* Sets up listener, reactor and acceptor; false (reported as skipped) if
+ * the backend is missing. */
 static bool fixture_init(struct fixture *f, const char *backend,
                          const struct cr_acceptor_config *acfg)
 {
@@ -79,7 +80,10 @@ static bool fixture_init(struct fixture *f, const char *backend,
     memset(f, 0, sizeof(*f));
     err = cr_reactor_create(&f->r, &rcfg);
     if (err == -ENOSYS) {
-        fprintf(stderr, "test_acceptor: backend %s not available; skipped\n", backend);
+        char what[96];
+
+        snprintf(what, sizeof(what), "acceptor: backend %s", backend);
+        cr_test_skip(what, "not built here");
         return false;
     }
     ck_assert_int_eq(err, 0);

@@ -12,11 +12,15 @@
  */
 #include "../../apps/httpd/access_log.h"
 
+#include "../support/support.h"
+
 #include <arpa/inet.h>
 #include <check.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -501,8 +505,48 @@ static void check_each_line_once(const struct hard_logger *h)
     free(buf);
 }
 
+/*
+ * Reaps child k by the deadline (ms, cr_test_now_ms). One still running then
+ * is stuck (a lock held at the fork, say): the failure names where its
+ * threads wait (/proc/<pid>/task/<tid>/wchan), rather than the test running
+ * into Check's timeout; the child is killed.
+ */
+static void wait_child(pid_t pid, unsigned k, uint64_t deadline, int *st)
+{
+    char where[256] = "";
+    char proc[96];
+    char one[64];
+    size_t used = 0;
+    DIR *tasks;
+    struct dirent *t;
+    pid_t r;
+
+    while ((r = waitpid(pid, st, WNOHANG)) == 0 && cr_test_now_ms() < deadline)
+        usleep(2000);
+    if (r == pid)
+        return;
+    ck_assert_int_eq(r, 0);
+    snprintf(proc, sizeof(proc), "/proc/%d/task", (int)pid);
+    tasks = opendir(proc);
+    while (tasks != NULL && (t = readdir(tasks)) != NULL && used + sizeof(one) < sizeof(where)) {
+        if (t->d_name[0] == '.')
+            continue;
+        snprintf(proc, sizeof(proc), "/proc/%d/task/%.16s/wchan", (int)pid, t->d_name);
+        if (cr_test_read_small(proc, one, sizeof(one)))
+            used +=
+                (size_t)snprintf(where + used, sizeof(where) - used, " %.16s:%s", t->d_name, one);
+    }
+    if (tasks != NULL)
+        closedir(tasks);
+    kill(pid, SIGKILL);
+    (void)waitpid(pid, st, 0);
+    ck_abort_msg("child %u (pid %d) stuck: threads waiting in%s", k, (int)pid,
+                 where[0] != '\0' ? where : " (unknown)");
+}
+
 START_TEST(fork_while_logging_writes_every_line_exactly_once)
 {
+    uint64_t deadline;
     pthread_t th[FORK_LOGGERS];
     struct hard_logger h[FORK_LOGGERS];
     pid_t pids[FORK_CHILDREN];
@@ -523,10 +567,12 @@ START_TEST(fork_while_logging_writes_every_line_exactly_once)
         if (pids[k] == 0)
             _exit(child_logs(l, k));
     }
+    /* Short of the test's own timeout (20 s, scaled the same way). */
+    deadline = cr_test_now_ms() + (uint64_t)cr_test_tmo(15000);
     for (unsigned k = 0; k < FORK_CHILDREN; k++) {
         int st = 0;
 
-        ck_assert_int_eq(waitpid(pids[k], &st, 0), pids[k]);
+        wait_child(pids[k], k, deadline, &st);
         ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child %u: status %#x", k, st);
     }
     for (unsigned w = 0; w < FORK_LOGGERS; w++) {
@@ -545,7 +591,7 @@ Suite *access_log_suite(void)
     Suite *s = suite_create("access_log");
     TCase *tc = tcase_create("core");
 
-    tcase_set_timeout(tc, 10);
+    tcase_set_timeout(tc, 20);
     tcase_add_test(tc, formats_a_common_line);
     tcase_add_test(tc, formats_a_combined_line_with_dashes_for_missing_fields);
     tcase_add_test(tc, uses_the_local_time_offset);

@@ -134,15 +134,23 @@ START_TEST(no_budget_sends_the_whole_answer_in_one_call)
 }
 END_TEST
 
+/* A connection left at the default (0) sends 256 KiB a turn, the figure
+ * docs and server_options.h promise, whatever the constant says: the 1 MiB
+ * answer goes in four turns, each asking for the next at once. */
 START_TEST(the_default_budget_is_256_kib)
 {
     size_t got = 0;
     int peer;
     struct cr_conn *c = open_conn(0, &peer);
 
-    ck_assert_int_eq(cr__conn_handle(c, CR_EV_READ, 0), CR__CONN_WRITE);
-    ck_assert_uint_eq(drain_peer(peer, &got), CR_SERVER_SEND_BUDGET);
-    ck_assert_uint_eq(CR_SERVER_SEND_BUDGET, 256 * 1024);
+    for (int turn = 1; turn <= 4; turn++) {
+        enum cr__conn_next next = cr__conn_handle(c, CR_EV_READ | CR_EV_WRITE, 0);
+        size_t sent = drain_peer(peer, &got);
+
+        ck_assert_msg(sent == 256 * 1024, "turn %d sent %zu bytes", turn, sent);
+        ck_assert_int_eq(next, turn < 4 ? CR__CONN_WRITE : CR__CONN_READ);
+    }
+    ck_assert_uint_eq(got, sizeof(answer));
     cr__conn_destroy(c);
     close(peer);
 }

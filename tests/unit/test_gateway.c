@@ -1209,6 +1209,8 @@ START_TEST(auto_sets_follow_the_affinity_mask)
     if (cpus >= 3) {
         ck_assert_uint_eq(st.sets[0].threads, 3);
         ck_assert_uint_eq(st.sets[2].threads, 2);
+    } else {
+        cr_test_skip("gateway: 7 threads over 3 sets", "fewer than 3 CPUs here");
     }
     /* An explicit count is the user's, whatever the CPUs. */
     ck_assert_int_eq(sets_of(1, 3, 7, &st), 0);

@@ -687,6 +687,7 @@ struct kicker {
     int kicks;
     int interval_ms;
     int write_fd;
+    uint64_t first_ns; /* when the first signal was sent; read after join */
 };
 
 static void *run_kicker(void *arg)
@@ -695,6 +696,8 @@ static void *run_kicker(void *arg)
 
     for (int n = 0; n < k->kicks; n++) {
         sleep_ms(k->interval_ms);
+        if (n == 0)
+            k->first_ns = cr_clock_now_ns();
         pthread_kill(k->target, SIGUSR1);
     }
     if (k->write_fd >= 0) {
@@ -711,13 +714,15 @@ static void start_kicker(struct kicker *k, int kicks, int interval_ms, int write
     k->kicks = kicks;
     k->interval_ms = interval_ms;
     k->write_fd = write_fd;
+    k->first_ns = 0;
     ck_assert_int_eq(pthread_create(&k->thread, NULL, run_kicker, k), 0);
 }
 
 /* How long a wait of timeout_ms on backend i took while SIGUSR1 came three
  * times 40 ms apart: through cr_handle_set_wait, or, for an age, through
- * cr__handle_set_wait with a reading that old. */
-static uint64_t kicked_wait_ns(int i, int timeout_ms, uint64_t age_ns)
+ * cr__handle_set_wait with a reading that old. *first_kick_ns: when the
+ * first signal was sent, from the same start. */
+static uint64_t kicked_wait_ns(int i, int timeout_ms, uint64_t age_ns, uint64_t *first_kick_ns)
 {
     struct cr_handle_set *hs = open_set(i);
     struct cr_handle_event ev[4];
@@ -740,6 +745,8 @@ static uint64_t kicked_wait_ns(int i, int timeout_ms, uint64_t age_ns)
     elapsed = cr_clock_now_ns() - start;
     ck_assert_int_eq(pthread_join(k.thread, NULL), 0);
     ck_assert_int_gt(sigusr1_count, 0);
+    ck_assert_uint_ge(k.first_ns, start);
+    *first_kick_ns = k.first_ns - start;
     cr_handle_set_close(hs);
     close_pair(p);
     return elapsed;
@@ -747,8 +754,12 @@ static uint64_t kicked_wait_ns(int i, int timeout_ms, uint64_t age_ns)
 
 START_TEST(wait_retries_eintr_until_full_timeout)
 {
-    uint64_t elapsed = kicked_wait_ns(_i, 200, 0);
+    uint64_t first_kick;
+    uint64_t elapsed = kicked_wait_ns(_i, 200, 0, &first_kick);
 
+    /* A signal came during the wait, or nothing was retried. */
+    ck_assert_msg(first_kick < elapsed, "the first signal came %.1f ms in, after the wait",
+                  (double)first_kick / 1e6);
     ck_assert_uint_ge(elapsed, 200 * CR_NSEC_PER_MSEC);
     ck_assert_uint_lt(elapsed, PROMPT_MS * CR_NSEC_PER_MSEC);
 }
@@ -756,11 +767,16 @@ END_TEST
 
 /* A caller's reading (cr__handle_set_wait's since_ns) is what a retry
  * counts the timeout from: 1 s since a reading 990 ms old ends at the first
- * signal (40 ms in) that makes the wait look again, not a second later. */
+ * signal that makes the wait look again (about 40 ms in), not a second
+ * later. "Not before" is measured from when the kicker sent that signal,
+ * not from its nominal 40 ms, which a busy machine may stretch. */
 START_TEST(wait_retries_eintr_until_the_callers_deadline)
 {
-    uint64_t elapsed = kicked_wait_ns(_i, 1000, 990 * CR_NSEC_PER_MSEC);
+    uint64_t first_kick;
+    uint64_t elapsed = kicked_wait_ns(_i, 1000, 990 * CR_NSEC_PER_MSEC, &first_kick);
 
+    ck_assert_msg(elapsed >= first_kick, "ended %.1f ms in, before the first signal (%.1f ms)",
+                  (double)elapsed / 1e6, (double)first_kick / 1e6);
     ck_assert_uint_ge(elapsed, 40 * CR_NSEC_PER_MSEC);
     ck_assert_uint_lt(elapsed, 900 * CR_NSEC_PER_MSEC);
 }
@@ -1069,12 +1085,36 @@ START_TEST(default_backend_is_first_listed)
 }
 END_TEST
 
+/* Each backend cr_handle_set_backends lists opens under its name and
+ * works: a pipe added is reported readable (its tag and fd) once written,
+ * and nothing once removed, with its byte still unread. */
 START_TEST(every_listed_backend_opens)
 {
     const char *const *names = cr_handle_set_backends();
+    int i;
 
-    for (int i = 0; names[i] != NULL; i++)
-        cr_handle_set_close(open_set(i));
+    for (i = 0; names[i] != NULL; i++) {
+        struct cr_handle_set *hs = open_set(i);
+        struct cr_handle_event ev[4];
+        int p[2];
+        int n;
+
+        make_pipe(p);
+        ck_assert_int_eq(cr_handle_set_add(hs, p[0], CR_EV_READ, 0, 70 + (uint32_t)i), 0);
+        ck_assert_int_eq(cr_handle_set_wait(hs, ev, 4, 0), 0);
+        ck_assert_int_eq(write(p[1], "x", 1), 1);
+        n = cr_handle_set_wait(hs, ev, 4, PROMPT_MS);
+        ck_assert_msg(n == 1, "%s: %d events for a written pipe", names[i], n);
+        ck_assert_int_eq(ev[0].fd, p[0]);
+        ck_assert_uint_eq(ev[0].tag, 70 + (uint32_t)i);
+        ck_assert_uint_ne(ev[0].events & CR_EV_READ, 0);
+        ck_assert_int_eq(cr_handle_set_remove(hs, p[0]), 0);
+        n = cr_handle_set_wait(hs, ev, 4, 50);
+        ck_assert_msg(n == 0, "%s: %d events after the pipe was removed", names[i], n);
+        cr_handle_set_close(hs);
+        close_pair(p);
+    }
+    ck_assert_int_ge(i, 1);
 }
 END_TEST
 

@@ -516,9 +516,9 @@ START_TEST(replaces_killed_worker)
             usleep(5000);
     }
     ck_assert_msg(replaced, "worker %d not replaced", victim);
-    /* A killed worker is replaced within 1 s; unsanitized it takes a few ms. */
-    if (cr_test_tmo(1) == 1)
-        ck_assert_uint_lt(cr_test_now_ms() - t0, 1000);
+    /* A killed worker is replaced within 1 s (scaled for sanitizer builds);
+     * unsanitized it takes a few ms. */
+    ck_assert_uint_lt(cr_test_now_ms() - t0, (uint64_t)cr_test_tmo(1000));
     usleep(300000);
     load_stop(&l);
     ck_assert_msg(l.failed <= 1, "%llu failed (last %d)", (unsigned long long)l.failed, l.last_err);
@@ -612,6 +612,8 @@ static bool only_generation(struct fixture *f, unsigned gen, int timeout_ms)
 /* cr_server_restart every 200 ms, ten times, under connection-per-request
  * load, with each lock and 1 or 2 threads: no request fails, and the old
  * generations drain. */
+static bool wait_generation(struct fixture *f, unsigned gen, int timeout_ms);
+
 START_TEST(graceful_restart_loses_nothing)
 {
     struct cr_server_config cfg = {
@@ -635,6 +637,9 @@ START_TEST(graceful_restart_loses_nothing)
     ck_assert_msg(l.failed == 0, "%llu of %llu failed (last %d)", (unsigned long long)l.failed,
                   (unsigned long long)(l.ok + l.failed), l.last_err);
     ck_assert_uint_gt(l.ok, 20);
+    /* The manager acts on a restart asynchronously: the last may still be
+     * on its way (a starved machine). */
+    ck_assert(wait_generation(&f, 11, cr_test_tmo(5000)));
     (void)cr_server_stats(f.s, &st, NULL, 0);
     ck_assert_uint_eq(st.restarts, 10);
     ck_assert_uint_eq(st.generation, 11);
@@ -1186,6 +1191,8 @@ START_TEST(restarts_never_wait_for_a_slot)
      * the first requests ended (a slow build). */
     if (cr_test_now_ms() - t0 < 4000)
         ck_assert_uint_ge(peak, 9);
+    else
+        cr_test_skip("prefork: every old worker still busy", "the restarts took over 4 s");
     for (int i = 0; i < 10; i++) {
         char buf[64];
 

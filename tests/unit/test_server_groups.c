@@ -102,6 +102,8 @@ static struct cr_server *create_server(const struct cr_server_config *cfg, struc
 
         if (listening >= 0) /* else no /proc: the other checks stand */
             ck_assert_int_eq(listening, copies);
+        else
+            cr_test_skip("server_groups: the listening copies' count", "no /proc/net/tcp here");
     }
     return s;
 }
