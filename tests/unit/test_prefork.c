@@ -436,6 +436,7 @@ START_TEST(serves_clients_with_each_lock)
     struct fixture f;
     struct load l;
     unsigned n;
+    unsigned forked;
 
     fx_start(&f, cfg);
     ck_assert(wait_state(&f, CR_WORKER_LISTENING, 1, cr_test_tmo(5000)));
@@ -462,10 +463,16 @@ START_TEST(serves_clients_with_each_lock)
     ck_assert_uint_ge(st.accepted, l.ok + 3);
     n = scoreboard(&f, e);
     ck_assert_uint_ge(n, 2);
+    forked = 0;
     for (unsigned i = 0; i < n; i++) {
-        ck_assert_int_gt(e[i].pid, 0);
+        /* The manager may be starting one more for the load just ended: its
+         * slot shows before its fork has returned a pid. */
+        ck_assert_msg(e[i].pid > 0 || e[i].state == CR_WORKER_STARTING,
+                      "entry %u: pid %d in state %d", i, e[i].pid, (int)e[i].state);
+        forked += e[i].pid > 0;
         ck_assert_uint_eq(e[i].generation, 1);
     }
+    ck_assert_uint_ge(forked, 2);
     fx_stop(&f, true, 0);
     ck_assert_uint_ge(hooks->inits, 2);
 }
