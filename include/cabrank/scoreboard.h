@@ -25,7 +25,7 @@ const char *cr_worker_state_name(enum cr_worker_state state);
 
 /* One scoreboard slot, as cr_server_scoreboard copies it out. */
 struct cr_scoreboard_entry {
-    int pid;             /* 0 while STARTING, until the manager's fork returns */
+    int pid;             /* 0 while STARTING, until the new process runs */
     unsigned generation; /* bumped by each graceful restart */
     enum cr_worker_state state;
     unsigned busy_threads;    /* threads serving a connection now */

@@ -150,7 +150,9 @@ static void publish_state(struct wproc *w)
     __atomic_store_n(&s->busy_threads, w->busy_threads, __ATOMIC_RELAXED);
     __atomic_store_n(&s->parked, w->nparked, __ATOMIC_RELAXED);
     __atomic_store_n(&s->busy_since_ns, since, __ATOMIC_RELAXED);
-    __atomic_store_n(&s->state, (int)st, __ATOMIC_RELAXED);
+    /* Release: whoever sees this state (the acquire load in
+     * cr__scoreboard_copy) sees the pid stored at the worker's start. */
+    __atomic_store_n(&s->state, (int)st, __ATOMIC_RELEASE);
 }
 
 /* A stop was seen: the slot says STOPPING. */
@@ -632,6 +634,9 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
     w->slot_idx = slot;
     w->tag = tag;
     w->slot = cr__scoreboard_slot(pool->sb, w->slot_idx);
+    /* The manager stores the pid too, but only once the spawn has returned:
+     * the slot must name its process before it shows any state of ours. */
+    __atomic_store_n(&w->slot->pid, (int)getpid(), __ATOMIC_RELAXED);
     w->nthreads = pool->cfg->threads > 0 ? (unsigned)pool->cfg->threads : 1;
     w->epfd = -1;
     w->hfd = -1;

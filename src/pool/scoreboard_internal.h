@@ -27,7 +27,7 @@
 #define CR__SCOREBOARD_SLOTS(max_workers) (4u * (unsigned)(max_workers) + 4u)
 
 struct cr__slot {
-    /* Written by the manager. */
+    /* Written by the manager (pid by the worker too, first thing). */
     int pid;
     unsigned generation;
     uint32_t tag; /* changes at each claim: a worker's claim check */

@@ -466,7 +466,7 @@ START_TEST(serves_clients_with_each_lock)
     forked = 0;
     for (unsigned i = 0; i < n; i++) {
         /* The manager may be starting one more for the load just ended: its
-         * slot shows before its fork has returned a pid. */
+         * slot shows before the new process has run. */
         ck_assert_msg(e[i].pid > 0 || e[i].state == CR_WORKER_STARTING,
                       "entry %u: pid %d in state %d", i, e[i].pid, (int)e[i].state);
         forked += e[i].pid > 0;
