@@ -1,10 +1,8 @@
 /*
- * http_parser.c - the HTTP/1.1 request head parser and the chunked body decoder of
- * cabrank-httpd (contract and strictness decisions in http_parser.h). Called by the HTTP
- * service on the thread serving a connection; owns nothing, allocates nothing, keeps no
- * state between calls (the chunked decoder keeps its state in the caller's struct).
- * Over 800 lines as one role: one scan of a request head, its byte classes and limits,
- * and the chunked decoder that shares them (the fuzz targets test them as one).
+ * http_parser.c - the HTTP/1.1 request head parser of cabrank-httpd (contract and
+ * strictness decisions in http_parser.h; the chunked body decoder is http_chunked.c,
+ * the byte classes both use http_lex.h). Called by the HTTP service on the thread
+ * serving a connection; owns nothing, allocates nothing, keeps no state between calls.
  *
  * The head parser is one left-to-right scan that never looks ahead: each byte is judged
  * with what precedes it only, and limits are checked on every byte. So a prefix of an
@@ -22,69 +20,10 @@
 #include <emmintrin.h>
 #endif
 
-/* Byte classes. */
-#define CH_TCHAR   1 /* token (RFC 9110 5.6.2) */
-#define CH_VCHAR   2 /* field-vchar: VCHAR or obs-text (>= 0x80) */
-#define CH_HEX     4
-#define CH_REGNAME 8  /* reg-name but '%': unreserved, sub-delims (RFC 3986 3.2.2) */
-#define CH_FIELD   16 /* field-content: field-vchar, SP, HTAB (RFC 9110 5.5) */
-
-static const unsigned char char_class[256] = {
-    0,  0,  0,  0,  0,  0,  0,  0,  0,  16, 0,  0,  0,  0,  0,  0,  /* 0x00 */
-    0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  0,  /* 0x10 */
-    16, 27, 18, 19, 27, 19, 27, 27, 26, 26, 27, 27, 26, 27, 27, 18, /* 0x20 */
-    31, 31, 31, 31, 31, 31, 31, 31, 31, 31, 18, 26, 18, 26, 18, 18, /* 0x30 */
-    18, 31, 31, 31, 31, 31, 31, 27, 27, 27, 27, 27, 27, 27, 27, 27, /* 0x40 */
-    27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 18, 18, 18, 19, 27, /* 0x50 */
-    19, 31, 31, 31, 31, 31, 31, 27, 27, 27, 27, 27, 27, 27, 27, 27, /* 0x60 */
-    27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 27, 18, 19, 18, 27, 0,  /* 0x70 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0x80 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0x90 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xa0 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xb0 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xc0 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xd0 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xe0 */
-    18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, 18, /* 0xf0 */
-};
+#include "http_lex.h"
 
 /* Internal results: 0 (done), PARTIAL (valid so far, needs more bytes) or a status. */
 #define PARTIAL 1
-
-static bool is_tchar(unsigned char c)
-{
-    return (char_class[c] & CH_TCHAR) != 0;
-}
-
-static bool is_vchar(unsigned char c)
-{
-    return (char_class[c] & CH_VCHAR) != 0;
-}
-
-static bool is_field(unsigned char c)
-{
-    return (char_class[c] & CH_FIELD) != 0;
-}
-
-static bool is_hex(unsigned char c)
-{
-    return (char_class[c] & CH_HEX) != 0;
-}
-
-static bool is_digit(unsigned char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static bool is_ows(unsigned char c)
-{
-    return c == ' ' || c == '\t';
-}
-
-static unsigned char to_lower(unsigned char c)
-{
-    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
-}
 
 /* Case-insensitive equality of s[0..len) and the NUL-terminated t (ASCII only: field
  * names and tokens, never the locale's idea of case). */
@@ -192,7 +131,7 @@ static size_t skip_class(const unsigned char *b, size_t i, size_t end, unsigned 
             return i + (size_t)__builtin_ctz(out);
     }
 #endif
-    while (i < end && (char_class[b[i]] & cls) != 0)
+    while (i < end && (http_char_class[b[i]] & cls) != 0)
         i++;
     return i;
 }
@@ -366,7 +305,7 @@ static bool is_valid_host(const unsigned char *s, size_t n)
     if (n > 0 && s[0] == '[') {
         /* IPv6address or IPvFuture: hex digits, ':', '.', 'v', unreserved, sub-delims. */
         for (i = 1; i < n && s[i] != ']'; i++) {
-            if (s[i] != ':' && (char_class[s[i]] & CH_REGNAME) == 0)
+            if (s[i] != ':' && (http_char_class[s[i]] & CH_REGNAME) == 0)
                 return false;
         }
         if (i == n || i == 1)
@@ -375,7 +314,7 @@ static bool is_valid_host(const unsigned char *s, size_t n)
     } else {
         /* A run of reg-name bytes (':' is none), then a pct-encoded byte or the end. */
         for (;;) {
-            while (i < n && (char_class[s[i]] & CH_REGNAME) != 0)
+            while (i < n && (http_char_class[s[i]] & CH_REGNAME) != 0)
                 i++;
             if (i == n || s[i] != '%')
                 break;
@@ -750,156 +689,4 @@ const struct http_header *http_request_header_next(const struct http_request *re
             return h;
     }
     return NULL;
-}
-
-/* Chunked decoder states (RFC 9112 7.1). */
-enum {
-    CK_SIZE_FIRST = 0, /* the first hex digit of a chunk size */
-    CK_SIZE,           /* more hex digits, then BWS, ';' or CR */
-    CK_EXT_BWS,        /* whitespace after the size: only ';' may follow */
-    CK_EXT,            /* chunk extensions, skipped up to CR */
-    CK_SIZE_LF,
-    CK_DATA,
-    CK_DATA_CR,
-    CK_DATA_LF,
-    CK_TRAILER_START, /* a trailer field line, or the CR of the final CRLF */
-    CK_TRAILER_NAME,
-    CK_TRAILER_VALUE,
-    CK_TRAILER_LF,
-    CK_FINAL_LF,
-    CK_DONE,
-};
-
-static unsigned hex_value(unsigned char c)
-{
-    if (is_digit(c))
-        return c - '0';
-    return to_lower(c) - 'a' + 10;
-}
-
-ssize_t http_chunked_consume(struct http_chunked *st, const char *buf, size_t len, bool *done)
-{
-    const unsigned char *b = (const unsigned char *)buf;
-    const size_t line_max = or_default(st->line_max, HTTP_CHUNK_LINE_MAX_DEFAULT);
-    const size_t trailers_max = or_default(st->trailers_max, HTTP_TRAILERS_MAX_DEFAULT);
-    size_t i = 0;
-
-    *done = false;
-    while (i < len) {
-        unsigned char c = b[i];
-
-        switch (st->state) {
-        case CK_DATA: {
-            size_t n = len - i;
-
-            if (n > st->remaining)
-                n = (size_t)st->remaining;
-            i += n;
-            st->remaining -= n;
-            if (st->remaining == 0)
-                st->state = CK_DATA_CR;
-            continue;
-        }
-        case CK_SIZE_FIRST:
-        case CK_SIZE:
-            if (is_hex(c)) {
-                unsigned d = hex_value(c);
-
-                /* Bounded by INT64_MAX so that callers may count in off_t. */
-                if (st->remaining > ((uint64_t)INT64_MAX - d) / 16)
-                    return -EBADMSG;
-                st->remaining = st->remaining * 16 + d;
-                st->state = CK_SIZE;
-            } else if (st->state == CK_SIZE_FIRST) {
-                return -EBADMSG;
-            } else if (c == '\r') {
-                st->state = CK_SIZE_LF;
-            } else if (c == ';') {
-                st->state = CK_EXT;
-            } else if (is_ows(c)) {
-                st->state = CK_EXT_BWS;
-            } else {
-                return -EBADMSG;
-            }
-            break;
-        case CK_EXT_BWS:
-            if (c == ';')
-                st->state = CK_EXT;
-            else if (!is_ows(c))
-                return -EBADMSG; /* "5 \r\n", "1 2\r\n" */
-            break;
-        case CK_EXT:
-            /* Names, values and quoted strings alike: no control byte but HTAB. */
-            if (c == '\r')
-                st->state = CK_SIZE_LF;
-            else if (!is_field(c))
-                return -EBADMSG;
-            break;
-        case CK_SIZE_LF:
-            if (c != '\n')
-                return -EBADMSG;
-            st->line_len = 0;
-            st->state = st->remaining == 0 ? CK_TRAILER_START : CK_DATA;
-            i++;
-            continue;
-        case CK_DATA_CR:
-            if (c != '\r')
-                return -EBADMSG;
-            st->state = CK_DATA_LF;
-            i++;
-            continue;
-        case CK_DATA_LF:
-            if (c != '\n')
-                return -EBADMSG;
-            st->state = CK_SIZE_FIRST;
-            i++;
-            continue;
-        case CK_TRAILER_START:
-            if (c == '\r')
-                st->state = CK_FINAL_LF;
-            else if (is_tchar(c))
-                st->state = CK_TRAILER_NAME;
-            else
-                return -EBADMSG; /* obs-fold, a control byte, a bare LF */
-            break;
-        case CK_TRAILER_NAME:
-            if (c == ':')
-                st->state = CK_TRAILER_VALUE;
-            else if (!is_tchar(c))
-                return -EBADMSG;
-            break;
-        case CK_TRAILER_VALUE:
-            if (c == '\r')
-                st->state = CK_TRAILER_LF;
-            else if (!is_field(c))
-                return -EBADMSG;
-            break;
-        case CK_TRAILER_LF:
-            if (c != '\n')
-                return -EBADMSG;
-            st->state = CK_TRAILER_START;
-            break;
-        case CK_FINAL_LF:
-            if (c != '\n' || ++st->trailers_len > trailers_max)
-                return -EBADMSG;
-            st->state = CK_DONE;
-            *done = true;
-            return (ssize_t)(i + 1);
-        case CK_DONE:
-            *done = true;
-            return (ssize_t)i;
-        default:
-            return -EBADMSG; /* a state the caller scribbled over */
-        }
-        /* The byte belongs to a size line or to the trailers: count it. */
-        if (st->state >= CK_TRAILER_START) {
-            if (++st->trailers_len > trailers_max)
-                return -EBADMSG;
-        } else if (c != '\r' && ++st->line_len > line_max) {
-            return -EBADMSG;
-        }
-        i++;
-    }
-    *done = st->state == CK_DONE;
-    return (ssize_t)i;
 }
