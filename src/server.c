@@ -92,6 +92,7 @@ struct cr_server {
     /* What connections accepted on a wildcard listener get when they come
      * from this host (cr__conn_config.loopback_congestion); NULL: none. */
     const char *conn_loopback_congestion;
+    struct cr_timeline *timeline; /* owned; NULL: off */
     struct cr_model_env env;
 
     /* Owner thread only. */
@@ -521,6 +522,13 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
     err = open_listeners(s, cfg);
     if (err < 0)
         goto out_close;
+    if (s->cfg.timeline_events != CR_SERVER_TIMELINE_OFF) {
+        err = s->cfg.timeline_events < 0
+                  ? -EINVAL
+                  : cr_timeline_create(&s->timeline, (unsigned)s->cfg.timeline_events);
+        if (err < 0)
+            goto out_close;
+    }
     s->env = (struct cr_model_env){
         .server = s,
         .cfg = &s->cfg,
@@ -546,6 +554,7 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
         .bytes_in = &s->bytes_in,
         .bytes_out = &s->bytes_out,
         .requests = &s->requests,
+        .timeline = s->timeline,
     };
     err = s->ops->create(&s->model, &s->env);
     if (err < 0)
@@ -554,6 +563,7 @@ int cr_server_create(struct cr_server **out, const struct cr_server_config *cfg,
     return 0;
 
 out_close:
+    cr_timeline_destroy(s->timeline);
     close_listeners(s);
 out_free:
     free(s->backend);
@@ -707,6 +717,7 @@ void cr_server_destroy(struct cr_server *s)
         (void)s->ops->wait(s->model);
     }
     s->ops->destroy(s->model);
+    cr_timeline_destroy(s->timeline);
     close_listeners(s);
     free(s->backend);
     free(s->promotion);
@@ -742,6 +753,25 @@ unsigned cr_server_stats(const struct cr_server *s, struct cr_server_stats *st,
     st->requests = __atomic_load_n(&s->requests, __ATOMIC_RELAXED);
     st->workers = s->ops->stats != NULL ? s->ops->stats(s->model, st, workers, max) : 0;
     return st->workers;
+}
+
+int cr_server_timeline(const struct cr_server *s, uint64_t since_ns, struct cr_timeline_view **out)
+{
+    struct cr_timeline_view *v;
+    int err;
+
+    *out = NULL;
+    if (s->timeline == NULL)
+        return -ENOENT;
+    err = cr_timeline_read(s->timeline, since_ns, &v);
+    if (err == 0 && s->ops->timeline != NULL)
+        err = s->ops->timeline(s->model, v, since_ns);
+    if (err < 0) {
+        cr_timeline_view_free(v);
+        return err;
+    }
+    *out = v;
+    return 0;
 }
 
 unsigned cr_server_scoreboard(const struct cr_server *s, struct cr_scoreboard_entry *entries,

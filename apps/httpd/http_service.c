@@ -39,6 +39,7 @@
 #include "http_serve_file.h"
 #include "mime.h"
 #include "status.h"
+#include "status_timeline.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -136,21 +137,14 @@ static void release_body(void *arg)
     free(arg);
 }
 
-static int serve_status(struct http_service *h, struct cr_conn *c, struct reply *rp,
-                        const struct http_path *np)
+/* A 200 with body (taken: freed once sent), never stored by caches. */
+static int send_generated(struct cr_conn *c, struct reply *rp, const char *ctype, char *body,
+                          size_t len)
 {
-    bool json = wants_json(np->query, np->query_len);
     struct resp r = {.status = 200, .no_store = true};
-    char *body;
-    size_t len;
     int err;
 
-    if (!h->status_allow_remote && !is_loopback(c))
-        return http_response_error(c, rp, 403);
-    err = status_render(h->status, cr_conn_server(c), json, &body, &len);
-    if (err < 0)
-        return http_response_error(c, rp, 500);
-    r.e.ctype = json ? "application/json" : "text/html; charset=utf-8";
+    r.e.ctype = ctype;
     r.e.ctype_len = strlen(r.e.ctype);
     r.e.content_length = len;
     err = http_response_head(c, rp, &r);
@@ -160,6 +154,49 @@ static int serve_status(struct http_service *h, struct cr_conn *c, struct reply 
     }
     rp->body_bytes += len;
     return cr_conn_write_ref(c, body, len, release_body, body);
+}
+
+static int serve_status(struct http_service *h, struct cr_conn *c, struct reply *rp,
+                        const struct http_path *np)
+{
+    bool json = wants_json(np->query, np->query_len);
+    char *body;
+    size_t len;
+    int err;
+
+    if (!h->status_allow_remote && !is_loopback(c))
+        return http_response_error(c, rp, 403);
+    err = status_render(h->status, cr_conn_server(c), json, &body, &len);
+    if (err < 0)
+        return http_response_error(c, rp, 500);
+    return send_generated(c, rp, json ? "application/json" : "text/html; charset=utf-8", body, len);
+}
+
+/* <status path>/timeline: the timeline's JSON (status_timeline.h). */
+static int serve_timeline(struct http_service *h, struct cr_conn *c, struct reply *rp,
+                          const struct http_path *np)
+{
+    char *body;
+    size_t len;
+    int err;
+
+    if (!h->status_allow_remote && !is_loopback(c))
+        return http_response_error(c, rp, 403);
+    err = status_timeline_render(cr_conn_server(c), np->query, np->query_len, &body, &len);
+    if (err < 0)
+        return http_response_error(c, rp, err == -ENOENT ? 404 : err == -EINVAL ? 400 : 500);
+    return send_generated(c, rp, "application/json", body, len);
+}
+
+/* Whether path[0..len) is the status path with suffix after it. */
+static bool is_status_path(const struct http_service *h, const char *path, size_t len,
+                           const char *suffix)
+{
+    size_t n = strlen(suffix);
+
+    return h->status_path != NULL && len == h->status_path_len + n &&
+           memcmp(path, h->status_path, h->status_path_len) == 0 &&
+           memcmp(path + h->status_path_len, suffix, n) == 0;
 }
 
 /* The status for an error of http_file_cache_get or http_path_normalize. */
@@ -197,9 +234,10 @@ static int serve_get(struct http_service *h, struct cr_conn *c, struct reply *rp
     err = http_path_normalize(req->target, req->target_len, path, sizeof(path), &np);
     if (err < 0)
         return http_response_error(c, rp, error_status(err));
-    if (h->status_path != NULL && np.len == h->status_path_len &&
-        memcmp(path, h->status_path, np.len) == 0)
+    if (is_status_path(h, path, np.len, ""))
         return serve_status(h, c, rp, &np);
+    if (is_status_path(h, path, np.len, "/timeline"))
+        return serve_timeline(h, c, rp, &np);
     err = http_file_cache_get(h->cache, path, np.len, &f);
     if (err == -EISDIR) {
         struct resp r = {.status = 301, .location = path, .location_len = np.len + 1};

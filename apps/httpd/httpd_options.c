@@ -148,6 +148,11 @@ const struct opts_def httpd_opt_defs[NOPTS] = {
         "calls, and queues less ahead of a slow client\n"
         "(default 65536, prefork: the system's; 0: the\n"
         "system's)"),
+    {OPTS_DEF_NUM("timeline", struct httpd_options, timeline_events, 16, 65536, "off|N",
+                  "role changes each thread (or worker process) keeps\n"
+                  "for the status page's timeline; off: none recorded\n"
+                  "(default 1024)"),
+     .scope = SCOPE_SERVER, .zero_word = "off"},
     NUM("max-connections", SCOPE_SERVER, server.max_connections, 1, 10000000, "N",
         "stop accepting beyond N (default 10000)"),
     NUM("workers", SCOPE_SERVER, server.workers, 1, 65536, "N",
@@ -241,6 +246,7 @@ static void defaults(struct httpd_options *o)
     o->promotion_delay_us = UNSET_US;
     o->server.defer_accept_s = DEFAULT_DEFER_ACCEPT_S;
     o->server.send_budget = CR_SERVER_SEND_BUDGET;
+    o->timeline_events = CR_TIMELINE_EVENTS_DEFAULT;
     o->server.notsent_lowat = UNSET_LOWAT;
     o->http.mime_types = access(DEFAULT_MIME, R_OK) == 0 ? DEFAULT_MIME : NULL;
     o->log_format = ACCESS_LOG_COMBINED;

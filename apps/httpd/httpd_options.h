@@ -26,7 +26,7 @@
 #define DEFAULT_PROMOTION_DELAY_US 5000
 #define UNSET_US                   UINT64_MAX
 #define UNSET_LOWAT                (CR_SERVER_NOTSENT_SYSTEM - 1) /* outside the flag's range */
-#define NOPTS                      44                             /* entries in httpd_opt_defs */
+#define NOPTS                      45                             /* entries in httpd_opt_defs */
 
 /* What one option changes, for a configuration re-read at SIGHUP. */
 enum scope {
@@ -44,6 +44,7 @@ struct httpd_options {
     struct http_service_config http;
     uint64_t promotion_delay_us; /* UNSET_US: the default for the order */
     uint64_t busy_poll_us;
+    unsigned timeline_events; /* 0: off */
     unsigned nlisten;
     bool listen_from_argv; /* the command line's --listen replace the file's */
     const char *access_log;

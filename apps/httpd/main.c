@@ -364,6 +364,8 @@ int main(int argc, char **argv)
     }
     o->server.promotion_delay_us = (unsigned)o->promotion_delay_us;
     o->server.busy_poll_us = (unsigned)o->busy_poll_us;
+    o->server.timeline_events =
+        o->timeline_events != 0 ? (int)o->timeline_events : CR_SERVER_TIMELINE_OFF;
     if (o->server.send_budget == 0)
         o->server.send_budget = SIZE_MAX; /* the flag's 0; the library's is the default */
     if (o->server.notsent_lowat == 0)

@@ -34,6 +34,7 @@
 
 struct cr_reactor;
 struct cr_lf_pool;
+struct cr_timeline;
 
 struct cr_lf_pool_config {
     unsigned threads;             /* 0: the CPUs it may use (cpu.h) */
@@ -51,6 +52,9 @@ struct cr_lf_pool_config {
     void (*on_thread_start)(unsigned idx, void *arg);
     void (*on_thread_stop)(unsigned idx, void *arg);
     void *thread_arg;
+    /* Borrowed, must outlive the pool; NULL: none. Each thread records its
+     * roles and the leaderships handed to it on a lane "lf <i>". */
+    struct cr_timeline *timeline;
 };
 
 /* A thread that waits inside a handler for something another thread

@@ -35,10 +35,14 @@
 #include <cabrank/server_options.h>
 #include <cabrank/service.h>
 #include <cabrank/stats.h>
+#include <cabrank/timeline.h>
 
 struct cr_server;
 
 #define CR_SERVER_MAX_LISTEN 16
+
+/* cr_server_config.timeline_events: no timeline. */
+#define CR_SERVER_TIMELINE_OFF (-1)
 
 /* cr_server_config.loopback_congestion: as on the other listeners. */
 #define CR_SERVER_CONGESTION_SAME "same"
@@ -72,6 +76,10 @@ struct cr_server_config {
      * set, tpc: cap 1024 */
     int threads;
     int max_connections; /* stop accepting beyond; 0: 10000 */
+    /* The timeline (timeline.h, cr_server_timeline): events each thread or
+     * worker process keeps; 0: CR_TIMELINE_EVENTS_DEFAULT;
+     * CR_SERVER_TIMELINE_OFF: none recorded. */
+    int timeline_events;
     CR_SERVER_CONN_OPTIONS
     CR_SERVER_REACTOR_OPTIONS
     CR_SERVER_LF_OPTIONS
@@ -148,6 +156,16 @@ CR_MUST_CHECK int cr_server_address(const struct cr_server *s, unsigned i, char 
  */
 unsigned cr_server_stats(const struct cr_server *s, struct cr_server_stats *st,
                          struct cr_worker_stats *workers, unsigned max);
+
+/*
+ * What the server's workers did from since_ns (cr_clock_now_ns() scale) on:
+ * a lane per thread (every thread model) or per worker process (prefork,
+ * worker), as cr_timeline_read. *out returns owned (cr_timeline_view_free).
+ * -ENOENT when the timeline is off, -ENOMEM. Readable from the master and
+ * from any worker process. Thread-safe.
+ */
+CR_MUST_CHECK int cr_server_timeline(const struct cr_server *s, uint64_t since_ns,
+                                     struct cr_timeline_view **out);
 
 /*
  * The scoreboard of a process model: copies at most max slots in use (state

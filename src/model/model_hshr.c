@@ -91,6 +91,7 @@
 #include "pool/role_internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,6 +107,7 @@ struct hshr_set {
     struct cr_reactor *r;      /* also the model's reactors[idx] */
     struct cr_job_queue *jobs; /* of struct hshr_job */
     unsigned idx;
+    int listener_lane; /* its listener's timeline lane; -1: none */
 };
 
 /* One thread: a worker or a listener. */
@@ -178,6 +180,8 @@ static void *worker_main(void *arg)
     while (cr__job_queue_pop(t->set->jobs, &job) == 0) {
         if (is_immediate(m))
             continue; /* cr__reactive_destroy closes its connection */
+        /* The timeline's hand-off arrow: from the set's listener. */
+        t->clock.from = t->set->listener_lane;
         cr__role_set(&t->clock, CR_ROLE_PROCESSING);
         cr__role_event(&t->clock);
         cr__reactive_handle(job.rc, job.events);
@@ -254,6 +258,25 @@ static void on_stopped(void *arg)
 
 static void hshr_destroy(struct cr_model *m);
 
+/* A timeline lane per worker and per listener (none when it is off). */
+static int attach_lanes(struct cr_model *m)
+{
+    for (unsigned i = 0; i < m->nworkers + m->nsets; i++) {
+        bool listener = i >= m->nworkers;
+        unsigned k = listener ? i - m->nworkers : i;
+        char name[32];
+        int err;
+
+        snprintf(name, sizeof(name), listener ? "hshr listener %u" : "hshr worker %u", k);
+        err = cr__role_attach(&m->threads[i].clock, m->env->timeline, name);
+        if (err < 0)
+            return err;
+        if (listener)
+            m->sets[k].listener_lane = cr__role_lane(&m->threads[i].clock);
+    }
+    return 0;
+}
+
 /* Workers of set i of nsets: threads / nsets, the first sets one more. */
 static unsigned set_workers(unsigned threads, unsigned nsets, unsigned i)
 {
@@ -314,6 +337,9 @@ static int hshr_create(struct cr_model **out, const struct cr_model_env *env)
         goto out_destroy;
     }
     err = create_sets(m, qsize);
+    if (err < 0)
+        goto out_destroy;
+    err = attach_lanes(m);
     if (err < 0)
         goto out_destroy;
     rscfg.reactors = m->reactors;
@@ -398,6 +424,8 @@ static void hshr_destroy(struct cr_model *m)
         cr_reactor_destroy(m->sets[i].r);
         cr__job_queue_destroy(m->sets[i].jobs);
     }
+    for (unsigned i = 0; m->threads != NULL && i < m->nworkers + m->nsets; i++)
+        cr__role_detach(&m->threads[i].clock, m->env->timeline);
     free(m->threads);
     free(m);
 }

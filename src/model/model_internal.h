@@ -10,6 +10,7 @@
 
 #include <cabrank/reactor.h>
 #include <cabrank/server.h>
+#include <cabrank/timeline.h>
 
 #include "net/conn_internal.h"
 
@@ -40,6 +41,9 @@ struct cr_model_env {
     uint64_t *bytes_in;
     uint64_t *bytes_out;
     uint64_t *requests;
+    /* The server's timeline (timeline.h), or NULL (off): each thread gets a
+     * lane (cr__role_attach), a process model's workers one each. */
+    struct cr_timeline *timeline;
 };
 
 struct cr_model_ops {
@@ -64,6 +68,9 @@ struct cr_model_ops {
     /* Process models: copies the scoreboard (cr_server_scoreboard).
      * Optional: NULL means none. */
     unsigned (*scoreboard)(const struct cr_model *m, struct cr_scoreboard_entry *e, unsigned max);
+    /* Optional: adds to v the lanes the model keeps outside env->timeline
+     * (a process pool's workers), their events since since_ns. -ENOMEM. */
+    int (*timeline)(const struct cr_model *m, struct cr_timeline_view *v, uint64_t since_ns);
 };
 
 extern const struct cr_model_ops cr__model_reactor_ops;

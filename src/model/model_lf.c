@@ -71,6 +71,7 @@ static int lf_create(struct cr_model **out, const struct cr_model_env *env)
         .promotion = c->promotion,
         .shared_followers = c->multiple_leaders,
         .promotion_delay_us = c->promotion_delay_us,
+        .timeline = env->timeline,
     };
     struct cr_model *m;
     int err;

@@ -71,6 +71,7 @@
 
 #include <assert.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -665,6 +666,14 @@ static int proactor_create(struct cr_model **out, const struct cr_model_env *env
         err = -ENOMEM;
         goto out_destroy;
     }
+    for (unsigned i = 0; i < m->nslots; i++) {
+        char name[32];
+
+        snprintf(name, sizeof(name), "proactor %u", i);
+        err = cr__role_attach(&m->slots[i].clock, env->timeline, name);
+        if (err < 0)
+            goto out_destroy;
+    }
     for (unsigned r = 0; r < rings; r++) {
         for (unsigned i = 0; i < env->nlisten; i++) {
             struct pacceptor *a = &m->acceptors[r * env->nlisten + i];
@@ -744,6 +753,8 @@ static void proactor_destroy(struct cr_model *m)
     cr_proactor_destroy(m->p);
     free(m->parked);
     free(m->acceptors);
+    for (unsigned i = 0; m->slots != NULL && i < m->nslots; i++)
+        cr__role_detach(&m->slots[i].clock, m->env.timeline);
     free(m->slots);
     cr_mutex_fini(&m->lock);
     free(m);

@@ -77,10 +77,13 @@ static int reactor_create(struct cr_model **out, const struct cr_model_env *env)
     if (m == NULL)
         return -ENOMEM;
     m->env = env;
+    err = cr__role_attach(&m->clock, env->timeline, "reactor");
+    if (err < 0)
+        goto out_free;
     cr__role_set(&m->clock, CR_ROLE_IDLE); /* idle from create to start */
     err = cr_reactor_create(&m->r, &env->reactor);
     if (err < 0)
-        goto out_free;
+        goto out_detach;
     cfg.reactors = &m->r;
     cfg.arg = m;
     err = cr__reactive_create(&m->rs, &cfg);
@@ -91,6 +94,8 @@ static int reactor_create(struct cr_model **out, const struct cr_model_env *env)
 
 out_destroy_reactor:
     cr_reactor_destroy(m->r);
+out_detach:
+    cr__role_detach(&m->clock, env->timeline);
 out_free:
     free(m);
     return err;
@@ -132,6 +137,7 @@ static void reactor_destroy(struct cr_model *m)
     }
     cr__reactive_destroy(m->rs);
     cr_reactor_destroy(m->r);
+    cr__role_detach(&m->clock, m->env->timeline);
     free(m);
 }
 

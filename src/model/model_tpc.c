@@ -55,6 +55,7 @@
 #include "pool/role_internal.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -188,8 +189,17 @@ static void hand_off(struct cr_model *m, struct cr_conn *c)
     cr_mutex_unlock(&m->lock);
 
     if (spawn != NULL) {
+        char name[32];
+
+        /* Its timeline lane, before the thread runs; without memory for
+         * one it runs unrecorded. */
+        snprintf(name, sizeof(name), "tpc %u", spawn->idx);
+        err = cr__role_attach(&spawn->clock, m->env.timeline, name);
+        if (err < 0)
+            CR_LOG(CR_LOG_WARN, "tpc: timeline lane: %s", strerror(-err));
         err = -pthread_create(&spawn->thread, NULL, slot_main, spawn);
         if (err < 0) {
+            cr__role_detach(&spawn->clock, m->env.timeline);
             /* Only this thread starts threads, so the slot is still the
              * last one. Out of threads: refuse the connection. */
             CR_LOG(CR_LOG_WARN, "tpc: pthread_create() failed: %s; closing connection",
@@ -370,6 +380,8 @@ static void tpc_destroy(struct cr_model *m)
     }
     cr__accept_loop_destroy(m->loop);
     cr__job_queue_destroy(m->jobs);
+    for (unsigned i = 0; m->slots != NULL && i < m->cap; i++)
+        cr__role_detach(&m->slots[i].clock, m->env.timeline);
     free(m->slots);
     cr_mutex_fini(&m->lock);
     free(m);

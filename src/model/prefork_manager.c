@@ -740,23 +740,6 @@ static void prefork_destroy(struct cr_model *m)
     free(m);
 }
 
-static enum cr_role role_of(int state)
-{
-    switch (state) {
-    case CR_WORKER_IDLE:
-        return CR_ROLE_FOLLOWER;
-    case CR_WORKER_LISTENING:
-        return CR_ROLE_LEADER;
-    case CR_WORKER_BUSY:
-        return CR_ROLE_PROCESSING;
-    case CR_WORKER_STOPPING:
-    case CR_WORKER_DEAD:
-        return CR_ROLE_STOPPED;
-    default:
-        return CR_ROLE_IDLE;
-    }
-}
-
 static unsigned prefork_stats(const struct cr_model *m, struct cr_server_stats *st,
                               struct cr_worker_stats *workers, unsigned max)
 {
@@ -772,7 +755,7 @@ static unsigned prefork_stats(const struct cr_model *m, struct cr_server_stats *
     n = cr__scoreboard_copy(m->pool.sb, e, sizeof(e) / sizeof(e[0]));
     for (unsigned i = 0; i < n && i < sizeof(e) / sizeof(e[0]) && i < max; i++) {
         memset(&workers[i], 0, sizeof(workers[i]));
-        workers[i].role = role_of((int)e[i].state);
+        workers[i].role = cr__scoreboard_role((int)e[i].state);
         workers[i].events = e[i].connections;
     }
     return n;
@@ -782,6 +765,11 @@ static unsigned prefork_scoreboard(const struct cr_model *m, struct cr_scoreboar
                                    unsigned max)
 {
     return cr__scoreboard_copy(m->pool.sb, e, max);
+}
+
+static int prefork_timeline(const struct cr_model *m, struct cr_timeline_view *v, uint64_t since_ns)
+{
+    return cr__scoreboard_timeline(m->pool.sb, v, since_ns);
 }
 
 const struct cr_model_ops cr__model_prefork_ops = {
@@ -797,4 +785,5 @@ const struct cr_model_ops cr__model_prefork_ops = {
     .stats = prefork_stats,
     .restart = prefork_restart,
     .scoreboard = prefork_scoreboard,
+    .timeline = prefork_timeline,
 };

@@ -91,6 +91,7 @@ struct wproc {
     unsigned nparked;
     uint64_t next_sweep;
     uint64_t grace_end; /* a graceful stop's end for parked fresh connections */
+    int tl_state;       /* the last state on the slot's timeline lane; -1: none */
 };
 
 struct wthread {
@@ -153,6 +154,14 @@ static void publish_state(struct wproc *w)
     /* Release: whoever sees this state (the acquire load in
      * cr__scoreboard_copy) sees the pid stored at the worker's start. */
     __atomic_store_n(&s->state, (int)st, __ATOMIC_RELEASE);
+    if (w->pool->cfg->timeline_events != CR_SERVER_TIMELINE_OFF && (int)st != w->tl_state) {
+        /* A reading per change of the process's state (per connection, not
+         * per request): the coarse clock, which would cost none, lags by
+         * ticks on a tickless kernel. */
+        cr__timeline_write(&s->tl_head, s->tl_ev, CR__SLOT_EVENTS - 1, cr_clock_now_ns(), (int)st,
+                           -1);
+        w->tl_state = (int)st;
+    }
 }
 
 /* A stop was seen: the slot says STOPPING. */
@@ -637,6 +646,9 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
     /* The manager stores the pid too, but only once the spawn has returned:
      * the slot must name its process before it shows any state of ours. */
     __atomic_store_n(&w->slot->pid, (int)getpid(), __ATOMIC_RELAXED);
+    /* The slot's timeline lane is this worker's from here on. */
+    __atomic_store_n(&w->slot->tl_head, 0, __ATOMIC_RELEASE);
+    w->tl_state = -1;
     w->nthreads = pool->cfg->threads > 0 ? (unsigned)pool->cfg->threads : 1;
     w->epfd = -1;
     w->hfd = -1;

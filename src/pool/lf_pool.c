@@ -51,6 +51,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -268,6 +269,7 @@ static void fini_groups(struct cr_lf_pool *p, unsigned n)
 static void fini_slots(struct cr_lf_pool *p, unsigned n)
 {
     for (unsigned i = 0; i < n; i++) {
+        cr__role_detach(&p->slots[i].clock, p->timeline);
         cr_cond_fini(&p->slots[i].cv);
         cr_mutex_fini(&p->slots[i].mu);
     }
@@ -292,6 +294,7 @@ static int init_group(struct cr_lf_pool *p, unsigned i, bool shared)
 static int init_slot(struct cr_lf_pool *p, unsigned i, const int *priorities)
 {
     struct lf_slot *s = &p->slots[i];
+    char name[32];
     int err;
 
     s->pool = p;
@@ -303,13 +306,24 @@ static int init_slot(struct cr_lf_pool *p, unsigned i, const int *priorities)
         s->priority = priorities != NULL ? priorities[i] : -(int)i;
     s->promoted = LF_NO_SLOT;
     s->leading = -1;
+    /* A lane per pool thread; threads that join (cr_lf_pool_join) have none. */
+    snprintf(name, sizeof(name), "lf %u", i);
+    err = cr__role_attach(&s->clock, i < p->nthreads ? p->timeline : NULL, name);
+    if (err < 0)
+        return err;
     cr__role_set(&s->clock, CR_ROLE_IDLE); /* idle from create to start */
     err = cr_mutex_init(&s->mu);
     if (err < 0)
-        return err;
+        goto out_detach;
     err = cr_cond_init(&s->cv);
-    if (err < 0)
+    if (err < 0) {
         cr_mutex_fini(&s->mu);
+        goto out_detach;
+    }
+    return 0;
+
+out_detach:
+    cr__role_detach(&s->clock, p->timeline);
     return err;
 }
 
@@ -366,6 +380,7 @@ int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *c
         goto out_free; /* a group without threads would never be served */
     p->nslots = p->nthreads + JOIN_SLOTS;
     p->on_thread_start = cfg->on_thread_start;
+    p->timeline = cfg->timeline;
     p->on_thread_stop = cfg->on_thread_stop;
     p->thread_arg = cfg->thread_arg;
     p->delay_ns = (uint64_t)cfg->promotion_delay_us * 1000;
@@ -380,6 +395,7 @@ int cr_lf_pool_create(struct cr_lf_pool **out, const struct cr_lf_pool_config *c
     for (unsigned i = 0; i < p->nreactors; i++) {
         p->lead[i].slot = LF_NO_SLOT;
         p->lead[i].pending = LF_NO_SLOT;
+        p->lead[i].last_lane = -1;
         p->lead[i].timer_fd = -1;
     }
     p->wd_stop_fd = -1;

@@ -114,6 +114,9 @@ struct lf_group {
  * one leader per reactor". Read by cr_lf_pool_stats (relaxed). */
 struct lf_lead {
     int slot;
+    /* Atomic (relaxed; ordered by slot's CAS): the timeline lane of the
+     * thread that last gave r up, -1: none (lf_move_lead). */
+    int last_lane;
     /* Protected by the group lock (lifo, fifo, priority): the follower woken
      * to take r that has not run yet, or LF_NO_SLOT. */
     int pending;
@@ -149,6 +152,7 @@ struct cr_lf_pool {
     struct lf_slot *slots;
     void (*on_thread_start)(unsigned idx, void *arg);
     void (*on_thread_stop)(unsigned idx, void *arg);
+    struct cr_timeline *timeline; /* borrowed; NULL: no lanes */
     void *thread_arg;
     uint64_t delay_ns; /* deferred promotion; 0: promote at once */
 
@@ -193,12 +197,24 @@ static inline int lf_leave_reason(const struct cr_lf_pool *p, const struct lf_fr
 static inline void lf_move_lead(struct cr_lf_pool *p, unsigned r, int from, int to)
 {
     int expected = from;
-    /* acq_rel pairs with the previous lf_move_lead of r. */
-    bool ok = __atomic_compare_exchange_n(&p->lead[r].slot, &expected, to, false, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_RELAXED);
+    bool ok;
 
+    /* The timeline's promotion arrow: who gave r up, for whoever takes it
+     * next (to is the calling thread then). Relaxed: the CAS orders them. */
+    if (from != LF_NO_SLOT)
+        __atomic_store_n(&p->lead[r].last_lane, cr__role_lane(&p->slots[from].clock),
+                         __ATOMIC_RELAXED);
+    /* acq_rel pairs with the previous lf_move_lead of r. */
+    ok = __atomic_compare_exchange_n(&p->lead[r].slot, &expected, to, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_RELAXED);
     assert(ok && "Leader/Followers: two leaders of one reactor");
     (void)ok;
+    if (from == LF_NO_SLOT && to != LF_NO_SLOT && p->slots[to].clock.ring != NULL) {
+        int last = __atomic_load_n(&p->lead[r].last_lane, __ATOMIC_RELAXED);
+
+        /* Its own leadership taken back is no hand-off. */
+        p->slots[to].clock.from = last != cr__role_lane(&p->slots[to].clock) ? last : -1;
+    }
 }
 
 /* Waits on cv, which mu guards, until signalled or deadline (0: none); the

@@ -1,7 +1,8 @@
 /*
  * role.c - the role clock of role_internal.h: which role a model's thread is
  * in and how long it spent in each, written by that thread and read by
- * cr_server_stats() on any thread. Used by the reactor, hshr and tpc models.
+ * cr_server_stats() on any thread, and each change on the thread's timeline
+ * lane when it has one. Used by the reactor, hshr and tpc models.
  * Also the roles' names (cr_role_name, role.h). Owns nothing; the clock is
  * embedded in the model's per-thread struct.
  */
@@ -40,6 +41,24 @@ void cr__role_set_at(struct cr__role_clock *c, enum cr_role role, uint64_t now)
                          __ATOMIC_RELAXED);
     __atomic_store_n(&c->since, now, __ATOMIC_RELAXED);
     __atomic_store_n(&c->role, (int)role, __ATOMIC_RELAXED);
+    if (c->ring != NULL) {
+        cr__timeline_ring_add(c->ring, now, (int)role, c->from);
+        c->from = -1;
+    }
+}
+
+int cr__role_attach(struct cr__role_clock *c, struct cr_timeline *t, const char *name)
+{
+    c->from = -1;
+    if (t == NULL)
+        return 0;
+    return cr__timeline_lane_add(t, name, CR_TIMELINE_THREAD, &c->ring);
+}
+
+void cr__role_detach(struct cr__role_clock *c, struct cr_timeline *t)
+{
+    cr__timeline_lane_remove(t, c->ring);
+    c->ring = NULL;
 }
 
 void cr__role_set(struct cr__role_clock *c, enum cr_role role)

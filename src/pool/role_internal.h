@@ -18,6 +18,8 @@
 #include <cabrank/role.h>
 #include <cabrank/stats.h>
 
+#include "pool/timeline_internal.h"
+
 /* Zeroed: IDLE, never entered (no time counted until the first set). */
 struct cr__role_clock {
     /* Written by the owner thread, read by any: relaxed atomics. */
@@ -26,7 +28,27 @@ struct cr__role_clock {
     uint64_t events;
     uint64_t role_ns[CR_ROLE_COUNT]; /* time in each role, the current one
                                         counted up to since */
+    /* Owner thread only, but ring and lane are set before the thread runs
+     * (cr__role_attach): the timeline lane each change is written to (NULL:
+     * none), and the lane that handed this thread the leadership, for the
+     * next change (-1: none; see lf_move_lead). */
+    struct cr__timeline_ring *ring;
+    int from;
 };
+
+/* Gives c a lane named name in timeline t (NULL: none, nothing done), to
+ * which each change is written from now on. -ENOMEM. Before the owner
+ * thread runs. */
+int cr__role_attach(struct cr__role_clock *c, struct cr_timeline *t, const char *name);
+
+/* Removes c's lane from t, if it has one. After the owner thread ended. */
+void cr__role_detach(struct cr__role_clock *c, struct cr_timeline *t);
+
+/* The lane id of c's timeline lane, or -1. Thread-safe once attached. */
+static inline int cr__role_lane(const struct cr__role_clock *c)
+{
+    return c->ring != NULL ? (int)c->ring->id : -1;
+}
 
 /* Moves the owner thread to role, charging the time since the last change
  * to the previous role; nothing when role is the current one. Owner thread

@@ -22,6 +22,7 @@
 #include <cabrank/clock.h>
 
 #include <assert.h>
+#include <stdio.h>
 #include <sys/mman.h>
 
 static const char *const worker_state_names[CR_WORKER_STATE_COUNT] = {
@@ -187,6 +188,47 @@ unsigned cr__scoreboard_copy(struct cr__scoreboard *sb, struct cr_scoreboard_ent
         n++;
     }
     return n;
+}
+
+enum cr_role cr__scoreboard_role(int state)
+{
+    switch (state) {
+    case CR_WORKER_IDLE:
+        return CR_ROLE_FOLLOWER;
+    case CR_WORKER_LISTENING:
+        return CR_ROLE_LEADER;
+    case CR_WORKER_BUSY:
+        return CR_ROLE_PROCESSING;
+    case CR_WORKER_STOPPING:
+    case CR_WORKER_DEAD:
+        return CR_ROLE_STOPPED;
+    default:
+        return CR_ROLE_IDLE;
+    }
+}
+
+int cr__scoreboard_timeline(struct cr__scoreboard *sb, struct cr_timeline_view *v,
+                            uint64_t since_ns)
+{
+    for (unsigned i = 0; i < sb->nslots; i++) {
+        struct cr__slot *s = &sb->slots[i];
+        char name[32];
+        int pid;
+        int err;
+
+        /* Acquire: pairs with the release store in claim. */
+        if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == CR_WORKER_FREE)
+            continue;
+        pid = LOAD(&s->pid);
+        if (pid <= 0)
+            continue; /* not yet running: no lane */
+        snprintf(name, sizeof(name), "pid %d", pid);
+        err = cr__timeline_view_lane(v, name, CR_TIMELINE_PROCESS, &s->tl_head, s->tl_ev,
+                                     CR__SLOT_EVENTS - 1, since_ns);
+        if (err < 0)
+            return err;
+    }
+    return 0;
 }
 
 struct cr__scoreboard_totals *cr__scoreboard_totals(struct cr__scoreboard *sb)

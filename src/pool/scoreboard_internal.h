@@ -24,7 +24,12 @@
 #include <cabrank/scoreboard.h>
 #include <cabrank/stats.h>
 
+#include "pool/timeline_internal.h"
+
 #define CR__SCOREBOARD_SLOTS(max_workers) (4u * (unsigned)(max_workers) + 4u)
+
+/* States a worker's timeline lane keeps (a power of two). */
+#define CR__SLOT_EVENTS 128u
 
 struct cr__slot {
     /* Written by the manager (pid by the worker too, first thing). */
@@ -41,6 +46,10 @@ struct cr__slot {
     uint64_t bytes;
     uint64_t last_request_ns; /* CLOCK_REALTIME */
     uint64_t busy_since_ns;   /* CLOCK_MONOTONIC: start of the current connection */
+    /* Written by the worker: its timeline lane (timeline_internal.h), the
+     * states it went through; the worker restarts the count at its start. */
+    uint64_t tl_head;
+    struct cr__timeline_event tl_ev[CR__SLOT_EVENTS];
 } __attribute__((aligned(64)));
 
 /*
@@ -108,5 +117,14 @@ void cr__scoreboard_stats(struct cr__scoreboard *sb, struct cr_server_stats *st)
 
 /* Counts slots of generation gen in state (e.g. idle workers now). */
 unsigned cr__scoreboard_count(struct cr__scoreboard *sb, unsigned gen, enum cr_worker_state st);
+
+/* The role (role.h) a worker's state stands for in cr_server_stats: IDLE
+ * a follower, LISTENING the leader, BUSY processing. Thread-safe. */
+enum cr_role cr__scoreboard_role(int state);
+
+/* Adds to v a lane "pid <pid>" per slot in use, the states its worker
+ * went through from since_ns on. -ENOMEM. Thread-safe. */
+int cr__scoreboard_timeline(struct cr__scoreboard *sb, struct cr_timeline_view *v,
+                            uint64_t since_ns);
 
 #endif /* CABRANK_SCOREBOARD_INTERNAL_H */

@@ -6,7 +6,8 @@
  * listed. Each runs
  * a quick subset: GET, HEAD, 404, keep-alive, pipelining, a file through
  * sendfile, eight connections with pipelined batches in flight at once,
- * the status page naming the model, and a graceful stop with exit status 0.
+ * the status page naming the model, its timeline with a lane per thread or
+ * worker process, and a graceful stop with exit status 0.
  * Exit 0 pass, 1 fail, 77 skip.
  */
 #include <cabrank/lf_pool.h>
@@ -20,6 +21,49 @@
 #define PER_CONN 5
 
 static unsigned char mid[MIDSIZE];
+
+/* The lanes' names under each model (forking keeps none). */
+static const char *lane_prefix(const char *model)
+{
+    static const char *const names[][2] = {
+        {"lf", "\"name\":\"lf "},          {"hshr", "\"name\":\"hshr "},
+        {"reactor", "\"name\":\"reactor"}, {"tpc", "\"name\":\"tpc "},
+        {"prefork", "\"name\":\"pid "},    {"proactor", "\"name\":\"proactor "},
+    };
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(model, names[i][0]) == 0)
+            return names[i][1];
+    }
+    return NULL;
+}
+
+/* <status>/timeline: JSON naming the model, lanes named as the model's
+ * threads or processes; a window that is no number is a 400. */
+static void check_timeline(struct cr_test_client *cl, const char *label, const char *model)
+{
+    const char *lane = lane_prefix(model);
+    struct hc_resp r;
+    char want[128];
+
+    CHECK(hc_request(cl, "GET /server-status/timeline?window=10000 HTTP/1.1\r\nHost: t\r\n\r\n", &r,
+                     hc_tmo(5000)) == 0 &&
+              r.status == 200 && r.body != NULL &&
+              hc_header_is(&r, "Content-Type", "application/json"),
+          "%s: timeline", label);
+    snprintf(want, sizeof(want), "\"model\":\"%s\"", model);
+    CHECK(r.body != NULL && strstr(r.body, want) != NULL && strstr(r.body, "\"lanes\":[") != NULL &&
+              strstr(r.body, "\"window_ms\":10000") != NULL,
+          "%s: timeline says %s", label, want);
+    CHECK(lane == NULL || (r.body != NULL && strstr(r.body, lane) != NULL), "%s: timeline has %s",
+          label, lane);
+    hc_resp_free(&r);
+    CHECK(hc_request(cl, "GET /server-status/timeline?window=soon HTTP/1.1\r\nHost: t\r\n\r\n", &r,
+                     hc_tmo(5000)) == 0 &&
+              r.status == 400,
+          "%s: timeline with a bad window", label);
+    hc_resp_free(&r);
+}
 
 static void run_subset(uint16_t port, const char *label, const char *model, const char *promotion)
 {
@@ -78,6 +122,7 @@ static void run_subset(uint16_t port, const char *label, const char *model, cons
               strstr(r.body, "\"taken_over\":") != NULL,
           "%s: status counts deferred promotions", label);
     hc_resp_free(&r);
+    check_timeline(&cl, label, model);
     cr_test_client_close(&cl);
 
     /* Several connections with batches in flight at once. */
