@@ -1346,9 +1346,9 @@ START_TEST(markdown_marks_noisy_points_and_counts_them)
     md = render(md_fn, &rows, &info);
     ck_assert_msg(strstr(md, "Noise: 2 of 3 points ran with more than 20% of the CPU taken by "
                              "other processes") != NULL,
-                  "%s", md);
+                  "%.2000s", md);
     ck_assert_ptr_nonnull(strstr(md, "| load avg | others' CPU % before / during |\n"));
-    ck_assert_msg(strstr(md, "| 0 | 2.50 | 50 / 5 noisy |\n") != NULL, "%s", md);
+    ck_assert_msg(strstr(md, "| 0 | 2.50 | 50 / 5 noisy |\n") != NULL, "%.2000s", md);
     ck_assert_ptr_nonnull(strstr(md, "| 0 | 0.25 | 2 / 4 |\n"));
     ck_assert_ptr_nonnull(strstr(md, "| 0 | - | - / - |\n"));
     ck_assert_uint_eq(count(md, " noisy |\n"), 4);
@@ -1424,11 +1424,11 @@ START_TEST(claims_say_when_measured_on_a_noisy_machine)
     out = render(md_fn, &rows, NULL);
     ck_assert_msg(strstr(out, "| 3 | held, measured on a noisy machine (3 of 3 reps) | line, 64 "
                               "conns, lf:lifo vs hshr |\n") != NULL,
-                  "%s", out);
+                  "%.2000s", out);
     ck_assert_ptr_nonnull(strstr(out, "| 3 | held | line, 1 conn, lf:lifo vs hshr |\n"));
     free(out);
     out = render(claims_csv_fn, &rows, NULL);
-    ck_assert_msg(strstr(out, ",3,held,\"line, 64 conns, lf:lifo vs hshr\",3\n") != NULL, "%s",
+    ck_assert_msg(strstr(out, ",3,held,\"line, 64 conns, lf:lifo vs hshr\",3\n") != NULL, "%.2000s",
                   out);
     ck_assert_ptr_nonnull(strstr(out, ",3,held,\"line, 1 conn, lf:lifo vs hshr\",0\n"));
     free(out);
