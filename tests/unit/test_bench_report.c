@@ -1504,9 +1504,25 @@ START_TEST(svg_labels_each_point_with_its_load)
 }
 END_TEST
 
-/* The default sweep's shape: 14 series at 5 concurrencies, most of them crowded at the same
- * places; the labels never overlap, each label is near its point, and a label left out is
- * said. */
+/* No two labels' boxes overlap, as the text occupies them at font-size 10: about 6 units a
+ * character, 10 high. */
+static void check_apart(const struct svg_label *l, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = i + 1; j < n; j++) {
+            double wi = 6.0 * (double)strlen(l[i].text);
+            double wj = 6.0 * (double)strlen(l[j].text);
+            bool apart = l[i].x + wi <= l[j].x || l[j].x + wj <= l[i].x || l[i].y <= l[j].y - 10 ||
+                         l[j].y <= l[i].y - 10;
+
+            ck_assert_msg(apart, "labels %s (%.1f,%.1f) and %s (%.1f,%.1f) overlap", l[i].text,
+                          l[i].x, l[i].y, l[j].text, l[j].x, l[j].y);
+        }
+    }
+}
+
+/* The default sweep's shape: 14 series at 5 concurrencies, crowded, points of different loads
+ * side by side; the labels never overlap, and every load is labelled somewhere. */
 START_TEST(svg_point_labels_never_overlap)
 {
     static const unsigned conc[] = {1, 8, 64, 256, 1024};
@@ -1524,8 +1540,9 @@ START_TEST(svg_point_labels_never_overlap)
             snprintf(r.server, sizeof(r.server), "cabrank");
             snprintf(r.config, sizeof(r.config), "model%d", s);
             r.concurrency = conc[c];
-            r.rps = 10000 + c * 30000 + s * 1500;
-            r.p99_us = 100 * pow(4, c) * (1 + (s % 5) * 0.3);
+            /* Each series shifted along the others: one's c=64 lies among another's c=256. */
+            r.rps = 10000 + c * 25000 + s * 6000;
+            r.p99_us = 100 * pow(3, c + s * 0.35);
             ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
         }
     }
@@ -1539,18 +1556,18 @@ START_TEST(svg_point_labels_never_overlap)
         snprintf(t, sizeof(t), "c=%u", conc[c]);
         ck_assert_msg(has_label(l, n, t), "no label %s", t);
     }
-    /* Boxes as the text occupies them at font-size 10: about 6 units a character, 10 high. */
-    for (size_t i = 0; i < n; i++) {
-        for (size_t j = i + 1; j < n; j++) {
-            double wi = 6.0 * (double)strlen(l[i].text);
-            double wj = 6.0 * (double)strlen(l[j].text);
-            bool apart = l[i].x + wi <= l[j].x || l[j].x + wj <= l[i].x || l[i].y <= l[j].y - 10 ||
-                         l[j].y <= l[i].y - 10;
+    check_apart(l, n);
+    free(svg);
+    bench_rows_fini(&rows);
 
-            ck_assert_msg(apart, "labels %s (%.1f,%.1f) and %s (%.1f,%.1f) overlap", l[i].text,
-                          l[i].x, l[i].y, l[j].text, l[j].x, l[j].y);
-        }
-    }
+    /* Two loads a few units apart, one above the other: their labels both shown, apart. */
+    parse_ok(HEADER "http:hello.txt,cabrank,lf:lifo,8,0,100000,,,1000,,,,,0,1\n"
+                    "http:hello.txt,cabrank,hshr,64,0,100000,,,1020,,,,,0,1\n",
+             &rows);
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    n = svg_labels(svg, l, 128);
+    ck_assert(n == 2 && has_label(l, n, "c=8") && has_label(l, n, "c=64"));
+    check_apart(l, n);
     free(svg);
     bench_rows_fini(&rows);
 }
