@@ -3,12 +3,12 @@
  * (apps/bench/csv.c), and what the report does with what it accepts. Checks: the parser
  * returns 0 or -EBADMSG, and on -EBADMSG names a line within the input and says "line N: ";
  * every accepted row has non-empty names without control bytes, concurrency >= 1 and numbers
- * in [0, BENCH_VALUE_MAX] or not measured; writing the rows and reading them back gives the
- * same rows (numbers within the writer's 6 decimals); the Markdown report, the winners, the
- * claims, an SVG plot of every workload and its scaling plot (or -ENOENT, writing nothing) are
- * produced without error, and each SVG is printable ASCII with balanced angle brackets. Build: make
- * BUILD=/tmp/b /tmp/b/fuzz/bench_csv; seeds in fuzz/corpus/bench_csv/, dictionary
- * fuzz/bench_csv.dict.
+ * in [0, BENCH_VALUE_MAX] or not measured, the CPU shares at most 1 and noisy -1, 0 or 1; writing
+ * the rows and reading them back gives the same rows (numbers within the writer's 6 decimals); the
+ * Markdown report, the winners, the claims, an SVG plot of every workload and its scaling plot (or
+ * -ENOENT, writing nothing) are produced without error, and each SVG is printable ASCII with
+ * balanced angle brackets. Build: make BUILD=/tmp/b /tmp/b/fuzz/bench_csv; seeds in
+ * fuzz/corpus/bench_csv/, dictionary fuzz/bench_csv.dict.
  */
 #include "../apps/bench/report.h"
 
@@ -32,7 +32,10 @@ static void check_row(const struct bench_row *r)
                            r->peak_rss_kb,
                            r->seconds,
                            r->srv_user_us_per_req,
-                           r->srv_sys_us_per_req};
+                           r->srv_sys_us_per_req,
+                           r->loadavg_before,
+                           r->other_cpu_before,
+                           r->other_cpu_during};
     const char *names[] = {r->workload, r->server, r->config};
 
     for (size_t i = 0; i < 3; i++) {
@@ -49,6 +52,9 @@ static void check_row(const struct bench_row *r)
     for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
         if (!isnan(nums[i]) && !(nums[i] >= 0 && nums[i] <= BENCH_VALUE_MAX))
             abort();
+    /* The noise: shares of the machine's CPU, and a flag. */
+    if (r->other_cpu_before > 1 || r->other_cpu_during > 1 || r->noisy < -1 || r->noisy > 1)
+        abort();
 }
 
 static bool close_enough(double a, double b)
@@ -83,7 +89,7 @@ static void check_round_trip(const struct bench_rows *rows)
 
         if (strcmp(a->workload, b->workload) || strcmp(a->server, b->server) ||
             strcmp(a->config, b->config) || a->concurrency != b->concurrency ||
-            a->errors != b->errors || a->cores != b->cores)
+            a->errors != b->errors || a->cores != b->cores || a->noisy != b->noisy)
             abort();
         if (!close_enough(a->rate, b->rate) || !close_enough(a->rps, b->rps) ||
             !close_enough(a->p50_us, b->p50_us) || !close_enough(a->p90_us, b->p90_us) ||
@@ -93,7 +99,10 @@ static void check_round_trip(const struct bench_rows *rows)
             !close_enough(a->peak_rss_kb, b->peak_rss_kb) ||
             !close_enough(a->seconds, b->seconds) ||
             !close_enough(a->srv_user_us_per_req, b->srv_user_us_per_req) ||
-            !close_enough(a->srv_sys_us_per_req, b->srv_sys_us_per_req))
+            !close_enough(a->srv_sys_us_per_req, b->srv_sys_us_per_req) ||
+            !close_enough(a->loadavg_before, b->loadavg_before) ||
+            !close_enough(a->other_cpu_before, b->other_cpu_before) ||
+            !close_enough(a->other_cpu_during, b->other_cpu_during))
             abort();
     }
     free(buf);

@@ -53,6 +53,11 @@ static void usage(FILE *f)
         "  --repeat N         passes over the points the claims compare, configurations in\n"
         "                     alternating order, for the spread of each claim (default 3,\n"
         "                     at most %d; the first pass measures every point)\n"
+        "  --noise-max F      warn, and mark the point noisy, when other processes took more\n"
+        "                     than this share of the machine's CPU before or during it\n"
+        "                     (default %.2f)\n"
+        "  --noise-sample S   seconds of the idle sample of the others' CPU before each point\n"
+        "                     (default %.2f; 0: none)\n"
         "  --threads N        server threads (cabrank-httpd --threads; default its own)\n"
         "  --interval-clients N  interval: sequential clients measured (default 500)\n"
         "  --wrk-threads N    wrk threads (default 1; with --cores, one per load CPU)\n"
@@ -64,7 +69,7 @@ static void usage(FILE *f)
         "  --httpd PATH       cabrank-httpd (default: beside this program)\n"
         "  --out DIR          output directory (default bench/results)\n"
         "  --help             this text\n",
-        default_workloads, BENCH_REPEAT_MAX);
+        default_workloads, BENCH_REPEAT_MAX, BENCH_NOISE_MAX_DEFAULT, BENCH_NOISE_SAMPLE_DEFAULT);
 }
 
 static void bad(const char *what)
@@ -207,6 +212,10 @@ void bench_options_parse(struct bench_options *o, int argc, char **argv)
             o->warmup = parse_num(a, v, 0, 600);
         } else if (strcmp(a, "--repeat") == 0) {
             o->repeat = (int)parse_num(a, v, 1, BENCH_REPEAT_MAX);
+        } else if (strcmp(a, "--noise-max") == 0) {
+            o->noise_max = parse_num(a, v, 0, 1);
+        } else if (strcmp(a, "--noise-sample") == 0) {
+            o->noise_sample = parse_num(a, v, 0, 10);
         } else if (strcmp(a, "--threads") == 0) {
             o->threads = (int)parse_num(a, v, 1, 4096);
         } else if (strcmp(a, "--interval-clients") == 0) {

@@ -37,9 +37,14 @@ struct bench_options {
     unsigned wrk_threads;       /* 0: 1, or with --cores the load's CPUs */
     unsigned cores[MAX_POINTS]; /* --cores: server core counts; none: nothing pinned */
     int ncores;
-    int repeat;    /* --repeat: passes over the claims' points (1..BENCH_REPEAT_MAX) */
-    char *command; /* the command line, for the report */
+    int repeat;          /* --repeat: passes over the claims' points (1..BENCH_REPEAT_MAX) */
+    double noise_max;    /* --noise-max: a point is noisy above this share of others' CPU */
+    double noise_sample; /* --noise-sample: seconds of the idle sample before each point */
+    char *command;       /* the command line, for the report */
 };
+
+/* The default of --noise-sample: the idle sample before each point, in seconds (machine.h). */
+#define BENCH_NOISE_SAMPLE_DEFAULT 0.25
 
 /* The promotion delay of a "+defer" lf config ("lf:lifo+defer"): cabrank-httpd's default. */
 #define BENCH_DEFER_US 5000

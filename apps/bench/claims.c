@@ -105,10 +105,12 @@ static double value(const struct bench_row *r, enum metric m)
     return isnan(v) || v <= 0 ? NAN : v;
 }
 
-/* One side of a claim at a point: its config and its repetitions' values in run order. */
+/* One side of a claim at a point: its config and its repetitions' values in run order, and
+ * which of them ran on a noisy machine. */
 struct side {
     const char *config;
     double v[BENCH_REPEAT_MAX];
+    bool noisy[BENCH_REPEAT_MAX];
     size_t n;
 };
 
@@ -123,8 +125,10 @@ static void repetitions(const struct bench_rows *rows, const char *workload, con
         double v = value(r, m);
 
         if (r->concurrency == c && !isnan(v) && strcmp(r->server, "cabrank") == 0 &&
-            strcmp(r->workload, workload) == 0 && strcmp(r->config, config) == 0)
+            strcmp(r->workload, workload) == 0 && strcmp(r->config, config) == 0) {
+            s->noisy[s->n] = r->noisy == 1;
             s->v[s->n++] = v;
+        }
     }
 }
 
@@ -261,6 +265,9 @@ static void eval_one(const struct bench_rows *rows, const struct claim_def *d,
         for (size_t k = 0; k < n; k++)
             ratios[k] = d->m == RPS ? a.v[k] / b.v[k] : b.v[k] / a.v[k];
         bench_claim_judge(ratios, n, d->threshold, out);
+        /* A noisy repetition is weaker evidence: the report says how many there were. */
+        for (size_t k = 0; k < n; k++)
+            out->noisy += isfinite(ratios[k]) && (a.noisy[k] || b.noisy[k]);
         snprintf(out->where, sizeof(out->where), "%s, %u conn%s, %s vs %s", *w, c,
                  c == 1 ? "" : "s", a.config, b.config);
         return;

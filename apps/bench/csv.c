@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The columns, in the order of BENCH_CSV_HEADER_CORES; the first format ends at seconds, the
- * second at the CPU split. */
+/* The columns, in the order of BENCH_CSV_HEADER_NOISE; the first format ends at seconds, the
+ * second at the CPU split, the third at cores. */
 enum col {
     COL_WORKLOAD,
     COL_SERVER,
@@ -35,11 +35,16 @@ enum col {
     COL_USER,
     COL_SYS,
     COL_CORES,
+    COL_LOADAVG,
+    COL_OTHER_BEFORE,
+    COL_OTHER_DURING,
+    COL_NOISY,
     NCOLS
 };
 
 #define NCOLS_FIRST COL_USER
 #define NCOLS_SPLIT COL_CORES
+#define NCOLS_CORES COL_LOADAVG
 
 static const char *const col_names[NCOLS] = {
     "workload",
@@ -60,6 +65,10 @@ static const char *const col_names[NCOLS] = {
     "srv_user_us_per_req",
     "srv_sys_us_per_req",
     "cores",
+    "loadavg_before",
+    "other_cpu_before",
+    "other_cpu_during",
+    "noisy",
 };
 
 /* Largest concurrency accepted: far above any sweep, far below overflow. */
@@ -84,6 +93,10 @@ void bench_row_init(struct bench_row *row)
     row->seconds = NAN;
     row->srv_user_us_per_req = NAN;
     row->srv_sys_us_per_req = NAN;
+    row->loadavg_before = NAN;
+    row->other_cpu_before = NAN;
+    row->other_cpu_during = NAN;
+    row->noisy = -1;
 }
 
 void bench_rows_fini(struct bench_rows *rows)
@@ -118,7 +131,7 @@ int bench_rows_add(struct bench_rows *rows, const struct bench_row *row)
 
 int bench_csv_write_header(FILE *f)
 {
-    return fputs(BENCH_CSV_HEADER_CORES "\n", f) == EOF ? -EIO : 0;
+    return fputs(BENCH_CSV_HEADER_NOISE "\n", f) == EOF ? -EIO : 0;
 }
 
 static bool is_valid_name(const char *s)
@@ -146,6 +159,11 @@ int bench__csv_name(FILE *f, const char *s)
 static bool is_writable(double v)
 {
     return isnan(v) || (v >= 0 && v <= BENCH_VALUE_MAX);
+}
+
+static bool is_share(double v)
+{
+    return isnan(v) || (v >= 0 && v <= 1);
 }
 
 /*
@@ -179,10 +197,12 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
         row->p999_us, row->cpu_us_per_req, row->ctxsw_per_req, row->peak_rss_kb,
     };
     const double split[] = {row->srv_user_us_per_req, row->srv_sys_us_per_req};
+    const double noise[] = {row->loadavg_before, row->other_cpu_before, row->other_cpu_during};
     int err;
 
     if (!is_valid_name(row->workload) || !is_valid_name(row->server) ||
-        !is_valid_name(row->config) || row->concurrency == 0 || row->cores > CORES_MAX)
+        !is_valid_name(row->config) || row->concurrency == 0 || row->cores > CORES_MAX ||
+        row->noisy < -1 || row->noisy > 1)
         return -EINVAL;
     /* Checked before writing, so a refused row leaves no half line behind. */
     for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++)
@@ -191,6 +211,8 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
     if (!is_writable(row->rate) || !is_writable(row->seconds))
         return -ERANGE;
     if (!is_writable(split[0]) || !is_writable(split[1]))
+        return -ERANGE;
+    if (!is_writable(noise[0]) || !is_share(noise[1]) || !is_share(noise[2]))
         return -ERANGE;
     err = bench__csv_name(f, row->workload);
     if (err == 0 && fputc(',', f) == EOF)
@@ -216,6 +238,11 @@ int bench_csv_write_row(FILE *f, const struct bench_row *row)
     /* Not pinned (no --cores) is the empty field. */
     if (err == 0 && (row->cores > 0 ? fprintf(f, ",%u", row->cores) < 0 : fputc(',', f) == EOF))
         err = -EIO;
+    for (size_t i = 0; err == 0 && i < sizeof(noise) / sizeof(noise[0]); i++)
+        err = bench__csv_number(f, noise[i]);
+    /* Not measured is the empty field. */
+    if (err == 0 && (row->noisy >= 0 ? fprintf(f, ",%d", row->noisy) < 0 : fputc(',', f) == EOF))
+        err = -EIO;
     if (err == 0 && fputc('\n', f) == EOF)
         err = -EIO;
     return err;
@@ -237,7 +264,7 @@ struct parser {
     size_t len;
     size_t pos;
     unsigned line; /* of buf[pos] */
-    size_t ncols;  /* the header's: NCOLS_FIRST, NCOLS_SPLIT or NCOLS */
+    size_t ncols;  /* the header's: NCOLS_FIRST, NCOLS_SPLIT, NCOLS_CORES or NCOLS */
     struct bench_csv_error *err;
 };
 
@@ -417,7 +444,8 @@ static int parse_uint(struct parser *p, const struct record *rec, enum col c, ui
     for (; *s != '\0'; s++) {
         if (*s < '0' || *s > '9')
             return fail(p, rec->line, "%s is not a whole number", col_names[c]);
-        if (v > (max - (uint64_t)(*s - '0')) / 10)
+        /* The digit first: max - digit must not wrap (a bound below 9). */
+        if ((uint64_t)(*s - '0') > max || v > (max - (uint64_t)(*s - '0')) / 10)
             return fail(p, rec->line, "%s is out of range", col_names[c]);
         v = v * 10 + (uint64_t)(*s - '0');
     }
@@ -442,6 +470,9 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
         {COL_SECONDS, &row->seconds},
         {COL_USER, &row->srv_user_us_per_req},
         {COL_SYS, &row->srv_sys_us_per_req},
+        {COL_LOADAVG, &row->loadavg_before},
+        {COL_OTHER_BEFORE, &row->other_cpu_before},
+        {COL_OTHER_DURING, &row->other_cpu_during},
     };
     size_t nnums = sizeof(nums) / sizeof(nums[0]);
     uint64_t v;
@@ -450,7 +481,10 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
     if (rec->nfields != p->ncols)
         return fail(p, rec->line, "%zu fields, expected %zu", rec->nfields, p->ncols);
     bench_row_init(row);
-    /* The first format's rows stop at seconds: the split stays not measured. */
+    /* Earlier formats' rows stop at seconds (the split stays not measured) or at cores (the
+     * noise does). */
+    if (p->ncols < NCOLS)
+        nnums -= 3;
     if (p->ncols == NCOLS_FIRST)
         nnums -= 2;
     for (enum col c = COL_WORKLOAD; c <= COL_CONFIG; c++) {
@@ -483,11 +517,21 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
     if (err < 0)
         return err;
     /* Before the third format, and where the field is empty, nothing was pinned: cores 0. */
-    if (p->ncols == NCOLS && rec->field[COL_CORES][0] != '\0') {
+    if (p->ncols >= NCOLS_CORES && rec->field[COL_CORES][0] != '\0') {
         err = parse_uint(p, rec, COL_CORES, CORES_MAX, &v);
         if (err < 0)
             return err;
         row->cores = (unsigned)v;
+    }
+    if (p->ncols < NCOLS)
+        return 0;
+    if (row->other_cpu_before > 1 || row->other_cpu_during > 1)
+        return fail(p, rec->line, "a share of the CPU above 1");
+    if (rec->field[COL_NOISY][0] != '\0') {
+        err = parse_uint(p, rec, COL_NOISY, 1, &v);
+        if (err < 0)
+            return err;
+        row->noisy = (int)v;
     }
     return 0;
 }
@@ -495,11 +539,12 @@ static int parse_row(struct parser *p, const struct record *rec, struct bench_ro
 /* Any format's header; sets p->ncols. */
 static int check_header(struct parser *p, const struct record *rec)
 {
-    if (rec->nfields != NCOLS_FIRST && rec->nfields != NCOLS_SPLIT && rec->nfields != NCOLS)
+    if (rec->nfields != NCOLS_FIRST && rec->nfields != NCOLS_SPLIT && rec->nfields != NCOLS_CORES &&
+        rec->nfields != NCOLS)
         return fail(p, rec->line,
                     "header has %zu fields, expected %d (" BENCH_CSV_HEADER ") or %d (+ the CPU "
-                    "split) or %d (+ cores)",
-                    rec->nfields, NCOLS_FIRST, NCOLS_SPLIT, NCOLS);
+                    "split) or %d (+ cores) or %d (+ the noise)",
+                    rec->nfields, NCOLS_FIRST, NCOLS_SPLIT, NCOLS_CORES, NCOLS);
     for (size_t i = 0; i < rec->nfields; i++)
         if (strcmp(rec->field[i], col_names[i]) != 0)
             return fail(p, rec->line, "header field %zu is not %s", i + 1, col_names[i]);

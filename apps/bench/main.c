@@ -12,7 +12,9 @@
  * others (cores.h). After the sweep, --repeat - 1 more passes measure again the points the
  * papers' claims compare (passes.h), for each claim's spread. Rows go to <out>/results.csv as
  * they are measured; at the end the report side (report.h) writes results.md, claims.csv and
- * the SVG plots. A progress line per point goes to stderr.
+ * the SVG plots. A progress line per point goes to stderr. Each row records the machine's load
+ * before and during its point, and a point where other processes took more than --noise-max of
+ * the CPU is flagged noisy, and said at once (machine.h).
  *
  * Single-threaded. Children: the server under test (its own session, stopped by TERM then
  * KILL of its group), wrk. INT/TERM stop the sweep after the current point; the rows
@@ -23,6 +25,7 @@
 #include "canned.h"
 #include "cores.h"
 #include "driver.h"
+#include "machine.h"
 #include "passes.h"
 #include "procstat.h"
 #include "report.h"
@@ -37,7 +40,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -211,6 +213,7 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
                                       : 1,
         };
         struct bench_load_result r;
+        struct bench_noise noise;
         struct bench_usage u0;
         struct bench_usage u1;
         struct bench_row row;
@@ -221,9 +224,11 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
         progress_start(x, server, config, w, pt);
         start_row(x, &row, w, server, config);
         row.concurrency = o->conc[i];
+        bench_noise_start(&noise, s->pid, o->noise_sample);
         bench_usage_read(s->pid, &u0);
         err = bench_wrk_run(&l, &r);
         read_usage_after(s->pid, config, &u1);
+        bench_noise_end(&noise, s->pid, o->noise_max, &row);
         if (err < 0) {
             fprintf(stderr, "wrk failed: %s\n", strerror(-err));
             continue;
@@ -232,6 +237,7 @@ static void http_points(struct ctx *x, const struct bench_server *s, const char 
         fill_usage(&row, &u0, &u1, r.requests);
         emit(x, &row);
         progress_end(&row);
+        bench_noise_warn(&row, o->noise_max);
     }
 }
 
@@ -248,16 +254,20 @@ static void interval_points(struct ctx *x, const struct bench_server *s, const c
         .seconds = x->o->seconds * 2 > 5 ? x->o->seconds * 2 : 5,
     };
     struct bench_interval_result r;
+    struct bench_noise noise;
+    struct bench_row measured; /* the noise, shared by the three rows */
     char pt[32];
 
     if (stopping)
         return;
     snprintf(pt, sizeof(pt), "%u clients", l.clients);
     progress_start(x, server, config, "interval", pt);
+    bench_noise_start(&noise, s->pid, x->o->noise_sample);
     if (bench_intervals_run(&l, &r) < 0) {
         fprintf(stderr, "failed\n");
         return;
     }
+    bench_noise_end(&noise, s->pid, x->o->noise_max, &measured);
     for (int k = 0; k < 3; k++) {
         const struct bench_pcts *p = k == 0 ? &r.conn : k == 1 ? &r.res1 : &r.res2;
         struct bench_row row;
@@ -271,11 +281,16 @@ static void interval_points(struct ctx *x, const struct bench_server *s, const c
         row.p999_us = p->p999_us;
         row.errors = r.errors;
         row.seconds = r.seconds;
+        row.loadavg_before = measured.loadavg_before;
+        row.other_cpu_before = measured.other_cpu_before;
+        row.other_cpu_during = measured.other_cpu_during;
+        row.noisy = measured.noisy;
         emit(x, &row);
     }
     fprintf(stderr, "%u clients: t_conn p50 %.0f, t_res1 p50 %.0f, t_res2+ p50 %.0f µs%s%s\n",
             r.clients, r.conn.p50_us, r.res1.p50_us, r.res2.p50_us, r.why ? "; stopped: " : "",
             r.why ? r.why : "");
+    bench_noise_warn(&measured, x->o->noise_max);
 }
 
 /* Every HTTP workload against one running server. */
@@ -331,6 +346,7 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
                 .rate = open ? o->rates[k] : 0,
             };
             struct bench_load_result r;
+            struct bench_noise noise;
             struct bench_usage u0;
             struct bench_usage u1;
             struct bench_row row;
@@ -347,9 +363,11 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
             start_row(x, &row, w, "cabrank", config);
             row.concurrency = l.connections;
             row.rate = l.rate;
+            bench_noise_start(&noise, s->pid, o->noise_sample);
             bench_usage_read(s->pid, &u0);
             err = bench_line_run(&l, &r);
             read_usage_after(s->pid, config, &u1);
+            bench_noise_end(&noise, s->pid, o->noise_max, &row);
             if (err < 0) {
                 fprintf(stderr, "failed: %s\n", strerror(-err));
                 continue;
@@ -358,6 +376,7 @@ static void line_workloads(struct ctx *x, const struct bench_server *s, const ch
             fill_usage(&row, &u0, &u1, r.requests);
             emit(x, &row);
             progress_end(&row);
+            bench_noise_warn(&row, o->noise_max);
         }
     }
 }
@@ -622,33 +641,6 @@ static int mkdirs(const char *dir)
     return 0;
 }
 
-static void machine_text(char *out, size_t cap)
-{
-    char line[256];
-    char model[200] = "";
-    struct utsname u;
-    FILE *f = fopen("/proc/cpuinfo", "r");
-
-    if (f != NULL) {
-        while (fgets(line, sizeof(line), f) != NULL) {
-            char *colon = strchr(line, ':');
-
-            if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
-                snprintf(model, sizeof(model), "%s", colon + 2);
-                model[strcspn(model, "\n")] = '\0';
-                break;
-            }
-        }
-        fclose(f);
-    }
-    if (uname(&u) < 0)
-        memset(&u, 0, sizeof(u));
-    /* A machine text cut short is still a caption. */
-    if (snprintf(out, cap, "%ld x %s, %s %s", sysconf(_SC_NPROCESSORS_ONLN),
-                 model[0] ? model : "CPU", u.sysname, u.release) < 0)
-        out[0] = '\0';
-}
-
 /* Lifts the descriptor limit to its hard cap: 1024 client connections plus the servers'
  * (which inherit it). */
 static void raise_nofile(void)
@@ -670,6 +662,8 @@ int main(int argc, char **argv)
         .interval_clients = 500,
         .open_connections = 16,
         .repeat = 3,
+        .noise_max = BENCH_NOISE_MAX_DEFAULT,
+        .noise_sample = BENCH_NOISE_SAMPLE_DEFAULT,
     };
     struct ctx x = {.o = &o};
     struct sigaction sa = {.sa_handler = on_signal};
@@ -770,10 +764,11 @@ int main(int argc, char **argv)
     bench_workdir_remove(x.workdir);
 
     strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    machine_text(machine, sizeof(machine));
+    bench_machine_text(machine, sizeof(machine));
     info.date = date;
     info.machine = machine;
     info.command = o.command;
+    info.noise_max = o.noise_max;
     err = bench_report_write_dir(o.out_dir, &x.rows, &info);
     if (err < 0)
         fprintf(stderr, "cabrank-bench: report: %s\n", strerror(-err));

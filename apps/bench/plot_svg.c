@@ -6,7 +6,10 @@
  * p99, p99.9) as x categories and a line per series through them. A run with --cores also
  * gets a scaling plot per workload: req/s and CPU per request in two panels against the core
  * counts (x categories), a line per server and config. The y axis is
- * logarithmic when the latencies span more than WIDE_RANGE. Text is XML-escaped and ASCII only
+ * logarithmic when the latencies span more than WIDE_RANGE. Each point of a throughput plot is
+ * labelled with its load ("c=64" connections, "r=10k" req/s of an open loop) beside its marker,
+ * in the first free place of a few around it (free of markers and other labels); a label that
+ * finds none is left out, and the plot says how many were. Text is XML-escaped and ASCII only
  * (other bytes become '?'), so any row gives a well-formed document. Called by
  * bench_report_write_dir() and the unit tests; single-threaded, no state.
  */
@@ -155,14 +158,22 @@ static double py(const struct panel *p, const struct axis *a, double v)
 }
 
 /* A tick label: 2.5M, 150k, 40, 0.5. */
-static void put_tick_label(FILE *f, double v)
+static void tick_text(char *out, size_t cap, double v)
 {
     if (v >= 1e6)
-        fprintf(f, "%gM", v / 1e6);
+        snprintf(out, cap, "%gM", v / 1e6);
     else if (v >= 1e3)
-        fprintf(f, "%gk", v / 1e3);
+        snprintf(out, cap, "%gk", v / 1e3);
     else
-        fprintf(f, "%g", v);
+        snprintf(out, cap, "%g", v);
+}
+
+static void put_tick_label(FILE *f, double v)
+{
+    char t[32];
+
+    tick_text(t, sizeof(t), v);
+    fputs(t, f);
 }
 
 static void put_x_tick(FILE *f, const struct panel *p, double x)
@@ -351,6 +362,156 @@ static void put_series(FILE *f, const struct bench_row *const *v, size_t n, size
     fputs("</g>\n", f);
 }
 
+/* ------------------------------------------------------------------------- point labels */
+
+/* A point label's size: font-size 10 sans-serif, digits and '=' about 6 units wide. */
+#define LABEL_SIZE   10
+#define LABEL_CHAR_W 6.2
+#define LABEL_H      11.0
+/* A point whose label text already stands this near, on a point of the same text (a repetition,
+ * or another series at the same load), shares it. */
+#define LABEL_SHARE 24.0
+
+struct box {
+    double x0, y0, x1, y1;
+};
+
+/* One label to place: beside the marker at (x, y). */
+struct point_label {
+    double x;
+    double y;
+    const char *color;
+    char text[40];
+};
+
+static bool is_overlap(const struct box *a, const struct box *b)
+{
+    return a->x0 < b->x1 && b->x0 < a->x1 && a->y0 < b->y1 && b->y0 < a->y1;
+}
+
+/* The load of a point as its label says it: the rate of an open loop, else the connections. */
+static void label_text(const struct bench_row *r, char *out, size_t cap)
+{
+    char t[32];
+
+    if (r->rate > 0) {
+        tick_text(t, sizeof(t), r->rate);
+        snprintf(out, cap, "r=%s", t);
+    } else {
+        snprintf(out, cap, "c=%u", r->concurrency);
+    }
+}
+
+/* The box of a label of width w whose text starts at (tx, baseline ty). */
+static struct box label_box(double tx, double ty, double w)
+{
+    return (struct box){tx - 1, ty - LABEL_H + 2, tx + w + 1, ty + 2};
+}
+
+/*
+ * Places the labels of a throughput plot: for each, the first of the places around its marker
+ * that stays in the plot area and overlaps no marker and no label placed before; a label of
+ * the same text within LABEL_SHARE is shared instead. Writes them; returns how many found no
+ * place.
+ */
+static size_t put_point_labels(FILE *f, const struct point_label *pl, size_t n)
+{
+    /* Where a label's text starts relative to its marker, in label widths (w) and units. */
+    static const struct {
+        double wx; /* times the width */
+        double dx;
+        double dy; /* the baseline */
+    } places[] = {
+        {0, 7, 4},     {-1, -7, 4},  {-0.5, 0, -8},  {-0.5, 0, 16}, {0, 5, -7},
+        {0, 5, 15},    {-1, -5, -7}, {-1, -5, 15},   {0, 7, -18},   {0, 7, 26},
+        {-1, -7, -18}, {-1, -7, 26}, {-0.5, 0, -20}, {-0.5, 0, 28},
+    };
+    struct box *placed = malloc((n > 0 ? n : 1) * sizeof(*placed));
+    struct point_label *at = malloc((n > 0 ? n : 1) * sizeof(*at));
+    size_t nplaced = 0;
+    size_t dropped = 0;
+
+    if (placed == NULL || at == NULL) {
+        free(placed);
+        free(at);
+        return n;
+    }
+    fprintf(f, "<g class=\"point-labels\" font-size=\"%d\">\n", LABEL_SIZE);
+    for (size_t i = 0; i < n; i++) {
+        double w = LABEL_CHAR_W * (double)strlen(pl[i].text);
+        bool shared = false;
+        bool done = false;
+
+        for (size_t k = 0; k < nplaced && !shared; k++)
+            shared = strcmp(at[k].text, pl[i].text) == 0 &&
+                     hypot(at[k].x - pl[i].x, at[k].y - pl[i].y) < LABEL_SHARE;
+        for (size_t p = 0; p < sizeof(places) / sizeof(places[0]) && !shared && !done; p++) {
+            double tx = pl[i].x + places[p].wx * w + places[p].dx;
+            double ty = pl[i].y + places[p].dy;
+            struct box b = label_box(tx, ty, w);
+            bool free_here =
+                b.x0 >= LEFT && b.x1 <= LEFT + PLOT_W && b.y0 >= TOP && b.y1 <= TOP + PLOT_H;
+
+            /* Every marker (4 to 5 units around its point) and every label placed. */
+            for (size_t k = 0; k < n && free_here; k++) {
+                struct box m = {pl[k].x - 5, pl[k].y - 5, pl[k].x + 5, pl[k].y + 5};
+
+                free_here = !is_overlap(&b, &m);
+            }
+            for (size_t k = 0; k < nplaced && free_here; k++)
+                free_here = !is_overlap(&b, &placed[k]);
+            if (!free_here)
+                continue;
+            placed[nplaced] = b;
+            at[nplaced++] = pl[i];
+            fprintf(f,
+                    "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" stroke=\"#fff\" "
+                    "stroke-width=\"3\" paint-order=\"stroke\">",
+                    tx, ty, pl[i].color);
+            put_xml(f, pl[i].text);
+            fputs("</text>\n", f);
+            done = true;
+        }
+        dropped += !shared && !done;
+    }
+    fputs("</g>\n", f);
+    free(placed);
+    free(at);
+    return dropped;
+}
+
+/* The labels of the throughput plot's points v[0..n) (series in order, as put_series() draws
+ * them), written once every marker is drawn. */
+static void put_load_labels(FILE *f, const struct bench_row *const *v, size_t n,
+                            const struct axis *ax, const struct axis *ay, int height)
+{
+    struct point_label *pl = malloc((n > 0 ? n : 1) * sizeof(*pl));
+    size_t npl = 0;
+    size_t k = 0;
+    size_t dropped;
+
+    if (pl == NULL)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && !bench__same_series(v[i - 1], v[i]))
+            k++;
+        if (!is_plottable(v[i]))
+            continue;
+        pl[npl].x = px(ax, v[i]->rps);
+        pl[npl].y = py(&main_panel, ay, v[i]->p99_us);
+        pl[npl].color = colors[k % NCOLORS];
+        label_text(v[i], pl[npl].text, sizeof(pl[npl].text));
+        npl++;
+    }
+    dropped = put_point_labels(f, pl, npl);
+    if (dropped > 0)
+        fprintf(f,
+                "<text x=\"%d\" y=\"%d\" font-size=\"10\">%zu point label%s left out "
+                "(no room)</text>\n",
+                LEGEND_X, height - 15, dropped, dropped == 1 ? "" : "s");
+    free(pl);
+}
+
 int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
 {
     bool interval = bench__is_interval(workload);
@@ -423,6 +584,8 @@ int bench_plot_svg(FILE *f, const struct bench_rows *rows, const char *workload)
         put_series(f, v + i, j - i, k, &ax, &ay, interval);
         i = j;
     }
+    if (!interval)
+        put_load_labels(f, v, n, &ax, &ay, height);
     if (ymax == 0)
         fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">no measured points</text>\n",
                 LEFT + PLOT_W / 2, TOP + PLOT_H / 2);
@@ -491,6 +654,7 @@ int bench_plot_scaling_svg(FILE *f, const struct bench_rows *rows, const char *w
     struct axis acpu;
     double maxrps = 0;
     double maxcpu = 0;
+    char suffix[96];
     int err = bench__scaling_build(rows, workload, &s);
 
     if (err < 0)
@@ -506,8 +670,10 @@ int bench_plot_scaling_svg(FILE *f, const struct bench_rows *rows, const char *w
         }
     linear_axis(&arps, maxrps);
     linear_axis(&acpu, maxcpu);
-    put_canvas(f, canvas_height(SCALING_HEIGHT, s.nlines), workload,
-               ": req/s and CPU per request against server cores");
+    /* Every point of a scaling plot is at one load: the title says which. */
+    snprintf(suffix, sizeof(suffix), ": req/s and CPU per request against server cores, c=%u",
+             s.concurrency);
+    put_canvas(f, canvas_height(SCALING_HEIGHT, s.nlines), workload, suffix);
     put_cores_axis(f, &rps_panel, &ax, &s);
     put_y_axis(f, &rps_panel, &arps, "throughput", "req/s");
     put_cores_axis(f, &cpu_panel, &ax, &s);

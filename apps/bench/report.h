@@ -7,15 +7,17 @@
  * writer) once at the end; the unit tests call the same functions. Single-threaded: every
  * function runs on the caller's thread and keeps no state between calls.
  *
- * CSV header, exactly (BENCH_CSV_HEADER_CORES, what the lab writes):
+ * CSV header, exactly (BENCH_CSV_HEADER_NOISE, what the lab writes):
  *   workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,
  *   cpu_us_per_req,ctxsw_per_req,peak_rss_kb,errors,seconds,
- *   srv_user_us_per_req,srv_sys_us_per_req,cores
+ *   srv_user_us_per_req,srv_sys_us_per_req,cores,
+ *   loadavg_before,other_cpu_before,other_cpu_during,noisy
  * The first format (BENCH_CSV_HEADER) ends at seconds; the two columns of the server's CPU
- * time split into user and system time came later (BENCH_CSV_HEADER_SPLIT), and the server's
- * core count (--cores) after them, each at the end, so a reader of an earlier format that
- * takes columns by position still finds its own. The reader takes any of the three, by its
- * header (old results stay readable); the writers write the third.
+ * time split into user and system time came later (BENCH_CSV_HEADER_SPLIT), the server's
+ * core count (--cores) after them (BENCH_CSV_HEADER_CORES), and the machine's noise after that,
+ * each at the end, so a reader of an earlier format that takes columns by position still finds
+ * its own. The reader takes any of the four, by its header (old results stay readable); the
+ * writers write the fourth.
  * workload  "http:<file>", "http-close:<file>", "line", "line-open", "interval:t_conn",
  *           "interval:t_res1", "interval:t_res2" (interval rows: the percentiles are the
  *           interval's, rps is 0)
@@ -23,6 +25,12 @@
  *           "canned-epoll", "canned-uring" (canned.h: the machine's floor)
  * config    cabrank's model and options ("lf:lifo", "hshr", "proactor:lf"...), "-" for peers
  * cores     the CPUs the server was pinned to (--cores); empty: not pinned (0 in bench_row)
+ * loadavg_before    the 1-minute load average before the point
+ * other_cpu_before  the share (0..1) of the machine's CPU time that processes other than the
+ *                   server and the load took over an idle sample just before the point
+ * other_cpu_during  the same over the point (machine.h)
+ * noisy     1 when either share was above the run's --noise-max, 0 when not, empty: not
+ *           measured (-1 in bench_row)
  * numbers   decimal; an empty field is "not measured" (NAN in struct bench_row), except
  *           concurrency and errors, which are always present.
  * A series is (workload, server, config, cores); its points vary concurrency or rate. Rows
@@ -44,6 +52,8 @@
     "ctxsw_per_req,peak_rss_kb,errors,seconds"
 #define BENCH_CSV_HEADER_SPLIT BENCH_CSV_HEADER ",srv_user_us_per_req,srv_sys_us_per_req"
 #define BENCH_CSV_HEADER_CORES BENCH_CSV_HEADER_SPLIT ",cores"
+#define BENCH_CSV_HEADER_NOISE                                                                     \
+    BENCH_CSV_HEADER_CORES ",loadavg_before,other_cpu_before,other_cpu_during,noisy"
 
 /* Longest workload, server and config names (without the NUL); longer fields are an error. */
 #define BENCH_NAME_MAX 63
@@ -71,6 +81,10 @@ struct bench_row {
     double srv_user_us_per_req; /* of cpu_us_per_req, in user mode */
     double srv_sys_us_per_req;  /* of cpu_us_per_req, in the kernel */
     unsigned cores;             /* CPUs the server was pinned to; 0: not pinned */
+    double loadavg_before;      /* 1-minute load average before the point */
+    double other_cpu_before;    /* others' share of the CPU (0..1) just before the point */
+    double other_cpu_during;    /* and over it */
+    int noisy;                  /* 1: a share above --noise-max; 0: none; -1: not measured */
 };
 
 /* A growable array of rows, in the order they were added. Zero-initialised is empty. */
@@ -92,25 +106,28 @@ void bench_rows_fini(struct bench_rows *rows);
 /* Appends a copy of *row. Returns 0 or -ENOMEM. */
 CR_MUST_CHECK int bench_rows_add(struct bench_rows *rows, const struct bench_row *row);
 
-/* A row with every number not measured (NAN), concurrency 1, rate 0, errors 0, cores 0. */
+/* A row with every number not measured (NAN), concurrency 1, rate 0, errors 0, cores 0,
+ * noisy -1. */
 void bench_row_init(struct bench_row *row);
 
-/* Writes BENCH_CSV_HEADER_CORES and a newline. Returns 0 or -EIO. */
+/* Writes BENCH_CSV_HEADER_NOISE and a newline. Returns 0 or -EIO. */
 CR_MUST_CHECK int bench_csv_write_header(FILE *f);
 
 /*
  * Writes one row and a newline (fflush is the caller's). Names holding ',', '"' or a newline
  * are quoted as RFC 4180; numbers are plain decimals with up to 6 decimals (so what is read
  * back is within 1e-6 of what was written). Returns 0, -EINVAL (an empty or over-long name,
- * concurrency 0, cores above 65536), -ERANGE (a number negative, infinite or above
- * BENCH_VALUE_MAX) or -EIO. All 18 columns (BENCH_CSV_HEADER_CORES).
+ * concurrency 0, cores above 65536, noisy not -1, 0 or 1), -ERANGE (a number negative,
+ * infinite or above BENCH_VALUE_MAX, a share above 1) or -EIO. All 22 columns
+ * (BENCH_CSV_HEADER_NOISE).
  */
 CR_MUST_CHECK int bench_csv_write_row(FILE *f, const struct bench_row *row);
 
 /*
  * Parses a whole CSV text (buf[0..len), need not be NUL-terminated) into rows, appending. The
  * first non-empty line must be the header of any format, and every row has its columns (the
- * first format's rows have no CPU split: NAN; rows before the third have cores 0); empty lines and
+ * first format's rows have no CPU split: NAN; rows before the third have cores 0; rows before the
+ * fourth have no noise: NAN, noisy -1); empty lines and
  * a final line without a newline are accepted; RFC 4180 quoting is understood. On a malformed line
  * returns -EBADMSG and, when err is not NULL, fills *err (rows then holds the rows before it);
  * -ENOMEM when out of memory.
@@ -122,6 +139,10 @@ CR_MUST_CHECK int bench_csv_parse(const char *buf, size_t len, struct bench_rows
 CR_MUST_CHECK int bench_csv_read_file(const char *path, struct bench_rows *rows,
                                       struct bench_csv_error *err);
 
+/* The default of --noise-max: a point is noisy when other processes took more than this share
+ * of the machine's CPU before or during it. */
+#define BENCH_NOISE_MAX_DEFAULT 0.10
+
 /* Optional context printed at the top of the Markdown; NULL fields are left out. */
 struct bench_report_info {
     const char *title;   /* default "cabrank-bench results" */
@@ -129,6 +150,7 @@ struct bench_report_info {
     const char *machine; /* e.g. "2 x Intel Xeon ..., Linux 6.1" */
     const char *command; /* the command line that produced the figures */
     const char *cores;   /* how --cores pinned the servers, and what it skipped */
+    double noise_max;    /* --noise-max the rows were judged noisy with; 0: its default */
 };
 
 /* The winner of one workload (see bench_winner_find()). */
@@ -174,7 +196,8 @@ struct bench_claim {
     double ratio;       /* the repetitions' median ratio; NAN when not measured */
     double lo;          /* the smallest and largest ratio of a repetition: the spread */
     double hi;
-    unsigned reps; /* repetitions paired: the k-th row of one side with the k-th of the other */
+    unsigned reps;  /* repetitions paired: the k-th row of one side with the k-th of the other */
+    unsigned noisy; /* of those, the repetitions where either side's row is noisy */
     enum bench_verdict verdict;
     char where[96]; /* the workload and concurrency the ratio came from, or why not measured */
 };
@@ -208,7 +231,8 @@ bool bench_claims_use_workload(const char *workload);
 
 /* Header of claims.csv; cores is empty for a run without --cores, numbers as results.csv's. */
 #define BENCH_CLAIMS_CSV_HEADER                                                                    \
-    "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,verdict,measured_on"
+    "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,verdict,measured_on,"     \
+    "noisy_repetitions"
 
 /*
  * Writes claims.csv: the header, then each claim of bench_claims_eval() (a claim that did not

@@ -62,13 +62,22 @@ static const char how_judged[] =
     "every one is below it; not separable: the spread reaches the threshold (a tie included), or "
     "fewer than 3 repetitions were measured.\n\n";
 
+/* The verdict, and "measured on a noisy machine (2 of 3 reps)" when noisy rows went into it. */
+static void put_verdict(FILE *f, const struct bench_claim *c)
+{
+    fputs(bench_verdict_name(c->verdict), f);
+    if (c->noisy > 0)
+        fprintf(f, ", measured on a noisy machine (%u of %u rep%s)", c->noisy, c->reps,
+                c->reps == 1 ? "" : "s");
+}
+
 /* "1.33x (1.20-1.40, 3 reps) held", or the verdict alone when not measured. */
 static void put_cell(FILE *f, const struct bench_claim *c)
 {
     if (c->reps > 0)
         fprintf(f, "%.2fx (%.2f-%.2f, %u rep%s) ", c->ratio, c->lo, c->hi, c->reps,
                 c->reps == 1 ? "" : "s");
-    fputs(bench_verdict_name(c->verdict), f);
+    put_verdict(f, c);
 }
 
 int bench__put_claims(FILE *f, const struct bench_rows *rows)
@@ -115,8 +124,11 @@ int bench__put_claims(FILE *f, const struct bench_rows *rows)
         if (ncores == 0 && c->reps == 0)
             fprintf(f, " - | - | 0 | %s | ", bench_verdict_name(c->verdict));
         else if (ncores == 0)
-            fprintf(f, " %.2fx | %.2f-%.2f | %u | %s | ", c->ratio, c->lo, c->hi, c->reps,
-                    bench_verdict_name(c->verdict));
+            fprintf(f, " %.2fx | %.2f-%.2f | %u | ", c->ratio, c->lo, c->hi, c->reps);
+        if (ncores == 0 && c->reps > 0) {
+            put_verdict(f, c);
+            fputs(" | ", f);
+        }
         if (ncores == 0) {
             bench__md_text(f, c->where);
             fputs(" |", f);
@@ -164,7 +176,7 @@ int bench_claims_csv(FILE *f, const struct bench_rows *rows)
                 err = -EIO;
             if (err == 0)
                 err = bench__csv_name(f, c->where);
-            if (err == 0 && fputc('\n', f) == EOF)
+            if (err == 0 && fprintf(f, ",%u\n", c->noisy) < 0)
                 err = -EIO;
         }
     }

@@ -133,11 +133,86 @@ static bool has_split(const struct bench_row *const *v, size_t n)
     return false;
 }
 
+/* Whether any of the rows has the machine's noise measured (a CSV of the fourth format). */
+static bool has_noise(const struct bench_row *const *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!isnan(v[i]->loadavg_before) || !isnan(v[i]->other_cpu_before) ||
+            !isnan(v[i]->other_cpu_during))
+            return true;
+    }
+    return false;
+}
+
+/* Two rows of one point: the same series at the same concurrency and rate (repetitions). */
+static bool is_same_point(const struct bench_row *a, const struct bench_row *b)
+{
+    return bench__same_series(a, b) && a->concurrency == b->concurrency && a->rate == b->rate;
+}
+
+/* Whether any point of v (in table order: a point's rows are adjacent) was measured again. */
+static bool has_repeats(const struct bench_row *const *v, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        if (is_same_point(v[i - 1], v[i]))
+            return true;
+    }
+    return false;
+}
+
+/* The spread cell of row i: the smallest and largest req/s (p99 for an interval) of its
+ * point's repetitions and how many there were, "-" for a point measured once. */
+static void put_spread(FILE *f, const struct bench_row *const *v, size_t n, size_t i, bool interval)
+{
+    size_t lo = i;
+    size_t hi = i + 1;
+    double min = NAN;
+    double max = NAN;
+
+    while (lo > 0 && is_same_point(v[lo - 1], v[i]))
+        lo--;
+    while (hi < n && is_same_point(v[hi], v[i]))
+        hi++;
+    for (size_t k = lo; k < hi; k++) {
+        double x = interval ? v[k]->p99_us : v[k]->rps;
+
+        if (isnan(x))
+            continue;
+        min = isnan(min) || x < min ? x : min;
+        max = isnan(max) || x > max ? x : max;
+    }
+    if (hi - lo < 2 || isnan(min)) {
+        fputs("-", f);
+        return;
+    }
+    put_num(f, min, interval ? 1 : 0);
+    fputs("–", f);
+    put_num(f, max, interval ? 1 : 0);
+    fprintf(f, " (%zu)", hi - lo);
+}
+
+/* The noise cells of a row: the load average, and the others' CPU share before / during the
+ * point in percent, flagged noisy. */
+static void put_noise(FILE *f, const struct bench_row *r)
+{
+    fputs(" | ", f);
+    put_num(f, r->loadavg_before, 2);
+    fputs(" | ", f);
+    put_num(f, r->other_cpu_before * 100, 0);
+    fputs(" / ", f);
+    put_num(f, r->other_cpu_during * 100, 0);
+    if (r->noisy == 1)
+        fputs(" noisy", f);
+}
+
 /* The user and system columns follow CPU µs/req only in a table whose rows have them (a CSV
- * of the first format has none, and an interval's rows measure no CPU). */
+ * of the first format has none, and an interval's rows measure no CPU); the spread only where a
+ * point was measured again (--repeat), the noise only where it was measured. */
 static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool interval)
 {
     bool split = has_split(v, n);
+    bool noise = has_noise(v, n);
+    bool spread = has_repeats(v, n);
     bool pinned = false; /* a cores column, only where a row was pinned (--cores) */
 
     for (size_t i = 0; i < n; i++)
@@ -146,12 +221,22 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
     fputs("| conns | rate | req/s | p50 µs | p90 µs | p99 µs | p99.9 µs | CPU µs/req ", f);
     if (split)
         fputs("| user µs/req | sys µs/req ", f);
-    fputs("| ctxsw/req | peak RSS KiB | errors |\n", f);
+    fputs("| ctxsw/req | peak RSS KiB | errors ", f);
+    if (spread)
+        fputs(interval ? "| p99 µs min–max (runs) " : "| req/s min–max (runs) ", f);
+    if (noise)
+        fputs("| load avg | others' CPU % before / during ", f);
+    fputs("|\n", f);
     fputs(pinned ? "|---|---|---:|" : "|---|---|", f);
     fputs("---:|---:|---:|---:|---:|---:|---:|---:|", f);
     if (split)
         fputs("---:|---:|", f);
-    fputs("---:|---:|---:|\n", f);
+    fputs("---:|---:|---:|", f);
+    if (spread)
+        fputs("---:|", f);
+    if (noise)
+        fputs("---:|---:|", f);
+    fputs("\n", f);
     for (size_t i = 0; i < n; i++) {
         const struct bench_row *r = v[i];
 
@@ -187,8 +272,48 @@ static void put_table(FILE *f, const struct bench_row *const *v, size_t n, bool 
             fputs(" | ", f);
             put_num(f, cells[c].v, cells[c].decimals);
         }
-        fprintf(f, " | %llu |\n", (unsigned long long)r->errors);
+        fprintf(f, " | %llu", (unsigned long long)r->errors);
+        if (spread) {
+            fputs(" | ", f);
+            put_spread(f, v, n, i, interval);
+        }
+        if (noise)
+            put_noise(f, r);
+        fputs(" |\n", f);
     }
+}
+
+/* Whether r starts a point of its own: the three interval rows come from one run. */
+static bool is_point(const struct bench_row *r)
+{
+    return !bench__is_interval(r->workload) || strcmp(r->workload, "interval:t_conn") == 0;
+}
+
+/* "Noise: k of n points ran with more than 10% ...", when any row was judged. */
+static void put_noise_summary(FILE *f, const struct bench_rows *rows,
+                              const struct bench_report_info *info)
+{
+    double max = info != NULL && info->noise_max > 0 ? info->noise_max : BENCH_NOISE_MAX_DEFAULT;
+    size_t points = 0;
+    size_t noisy = 0;
+
+    for (size_t i = 0; i < rows->len; i++) {
+        const struct bench_row *r = &rows->v[i];
+
+        if (r->noisy < 0 || !is_point(r))
+            continue;
+        points++;
+        noisy += r->noisy == 1;
+    }
+    if (points == 0)
+        return;
+    fprintf(f,
+            "Noise: %zu of %zu point%s ran with more than %.0f%% of the CPU taken by other "
+            "processes (before or during the point, --noise-max)%s\n\n",
+            noisy, points, points == 1 ? "" : "s", max * 100,
+            noisy > 0 ? "; they are marked noisy in the tables, and their figures are weaker "
+                        "evidence."
+                      : ".");
 }
 
 static void put_label(FILE *f, const struct bench_row *r)
@@ -341,6 +466,7 @@ int bench_report_markdown(FILE *f, const struct bench_rows *rows,
     if (info != NULL && (info->date != NULL || info->machine != NULL || info->command != NULL ||
                          info->cores != NULL))
         fputs("\n", f);
+    put_noise_summary(f, rows, info);
     if (nwl == 0)
         fputs("No results.\n\n", f);
 

@@ -22,8 +22,9 @@
 
 #define BL_CSV_HEADER                                                                              \
     "workload,server,config,concurrency,rate,rps,p50_us,p90_us,p99_us,p999_us,cpu_us_per_req,"     \
-    "ctxsw_per_req,peak_rss_kb,errors,seconds,srv_user_us_per_req,srv_sys_us_per_req,cores"
-#define BL_CSV_FIELDS     18
+    "ctxsw_per_req,peak_rss_kb,errors,seconds,srv_user_us_per_req,srv_sys_us_per_req,cores,"       \
+    "loadavg_before,other_cpu_before,other_cpu_during,noisy"
+#define BL_CSV_FIELDS     22
 #define BL_RUN_TIMEOUT_MS 50000
 
 static int bl_failures;

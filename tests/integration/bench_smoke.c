@@ -3,15 +3,19 @@
  * configurations (lf:lifo, hshr), no peers, one HTTP keep-alive point through wrk, the
  * intervals, the line protocol closed and open loop, --repeat 3, into a temporary output
  * directory. Then checks what it wrote: results.csv with the exact header, one row per point
- * asked and three of each point a claim compares (not of line-open), every row with 18 fields, each
+ * asked and three of each point a claim compares (not of line-open), every row with 22 fields, each
  * point measured with no error (req/s > 0 for loads, percentiles in order, CPU per request and its
- * user and system parts, cores empty: nothing pinned); results.md naming each workload and the
- * command, and its claims table with the measure, threshold, spread and repetitions of each claim;
- * claims.csv with its header and every claim, measured from three repetitions; a
- * plot-<workload>.svg per workload that is well-formed XML with an <svg> root. Then, on two CPUs of
- * its mask, `--cores 1,2` with one configuration and one point: k=1 measured (cores 1), k=2 skipped
- * and said in results.md, a scaling table and a well-formed scaling plot. wrk is a test dependency
- * (make test installs it). Exit 0 pass, 1 fail.
+ * user and system parts, cores empty: nothing pinned, the machine's load average and the other
+ * processes' CPU share before and during the point as numbers, shares in [0, 1], and its noisy flag
+ * 0 or 1 as --noise-max says); results.md naming each workload and the command, the noise summary
+ * line counting the noisy rows, the load and noise columns, each repeated point's spread, and its
+ * claims table with the measure, threshold, spread and repetitions of each claim; claims.csv with
+ * its header and every claim, measured from three repetitions; a plot-<workload>.svg per workload
+ * that is well-formed XML with an <svg> root, the load of each point labelled on the throughput
+ * plots; the run's --noise-max 0.5 is the one the flags and the summary follow. Then, on two CPUs
+ * of its mask, `--cores 1,2` with one configuration and one point: k=1 measured (cores 1), k=2
+ * skipped and said in results.md, a scaling table and a well-formed scaling plot. wrk is a test
+ * dependency (make test installs it). Exit 0 pass, 1 fail.
  */
 #include "bench_lab.h"
 
@@ -35,10 +39,37 @@ static const char *const workloads[] = {
 };
 static const int want_rows[] = {6, 6, 6, 6, 6, 2};
 
+/* The run's --noise-max. */
+#define BENCH_SMOKE_NOISE_MAX 0.5
+
+/* Counted by check_row: rows, and the points (an interval's three rows are one) and those
+ * flagged noisy. */
+struct tally {
+    int rows[sizeof(workloads) / sizeof(workloads[0])];
+    int noisy;
+    int all;
+};
+
+/* The noise columns of a row: numbers in range, the flag as the shares and --noise-max say. */
+static void check_noise(char **f, double max)
+{
+    double load = cr_test_number(f[18]);
+    double before = cr_test_number(f[19]);
+    double during = cr_test_number(f[20]);
+
+    if (!(load >= 0) || !(before >= 0 && before <= 1) || !(during >= 0 && during <= 1))
+        bl_fail("%s %s: loadavg '%s' other before '%s' during '%s'", f[0], f[2], f[18], f[19],
+                f[20]);
+    if (strcmp(f[21], (before > max || during > max) ? "1" : "0") != 0)
+        bl_fail("%s %s: noisy '%s' with others at %s and %s of the CPU, --noise-max %g", f[0], f[2],
+                f[21], f[19], f[20], max);
+}
+
 /* One row: a workload asked for, of cabrank, measured and consistent. */
 static void check_row(char **f, void *arg)
 {
-    int *rows = arg;
+    struct tally *t = arg;
+    int *rows = t->rows;
     size_t w;
 
     for (w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
@@ -76,17 +107,25 @@ static void check_row(char **f, void *arg)
         bl_fail("line-open: rate '%s', want 500", f[4]);
     if (f[17][0] != '\0')
         bl_fail("%s %s: cores '%s' without --cores", f[0], f[2], f[17]);
+    check_noise(f, BENCH_SMOKE_NOISE_MAX);
+    if (strcmp(f[0], "interval:t_res1") == 0 || strcmp(f[0], "interval:t_res2") == 0)
+        return;
+    t->noisy += strcmp(f[21], "1") == 0;
+    t->all++;
 }
 
-static void check_csv(const char *dir)
+/* Checks the rows of the run; returns how many points were noisy, of how many (*all). */
+static int check_csv(const char *dir, int *all)
 {
-    int rows[sizeof(workloads) / sizeof(workloads[0])] = {0};
+    struct tally t = {{0}, 0, 0};
 
-    bl_check_csv(dir, check_row, rows);
+    bl_check_csv(dir, check_row, &t);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++) {
-        if (rows[w] != want_rows[w])
-            bl_fail("%s: %d rows, want %d", workloads[w], rows[w], want_rows[w]);
+        if (t.rows[w] != want_rows[w])
+            bl_fail("%s: %d rows, want %d", workloads[w], t.rows[w], want_rows[w]);
     }
+    *all = t.all;
+    return t.noisy;
 }
 
 /* ------------------------------------------------------------ a small XML checker */
@@ -232,12 +271,18 @@ static void check_svg(const char *dir, const char *prefix, const char *workload)
     else if (strstr(text, "lf:lifo") == NULL ||
              (strcmp(prefix, "plot") == 0 && strstr(text, "hshr") == NULL))
         bl_fail("%s: a legend without its series", path);
+    /* A throughput plot labels its points' load: 4 connections, or line-open's 500 req/s. */
+    else if (strcmp(prefix, "plot") == 0 && strncmp(workload, "interval", 8) != 0 &&
+             strstr(text, strcmp(workload, "line-open") == 0 ? ">r=500</text>" : ">c=4</text>") ==
+                 NULL)
+        bl_fail("%s: its points' load is not labelled", path);
     free(text);
 }
 
-static void check_md(const char *dir)
+static void check_md(const char *dir, int noisy, int points)
 {
     char path[PATH_MAX];
+    char summary[160];
     const char *lf;
     const char *reps;
     char *text;
@@ -254,6 +299,18 @@ static void check_md(const char *dir)
     }
     if (strstr(text, "--configs lf:lifo,hshr") == NULL)
         bl_fail("results.md does not show the command");
+    /* The noise: the summary counts the CSV's noisy points; each table has its columns. */
+    snprintf(summary, sizeof(summary),
+             "\nNoise: %d of %d points ran with more than 50%% of the CPU taken by other "
+             "processes",
+             noisy, points);
+    if (strstr(text, summary) == NULL)
+        bl_fail("results.md: no line '%s'", summary + 1);
+    if (strstr(text, "| load avg | others' CPU % before / during |") == NULL)
+        bl_fail("results.md: no load and noise columns");
+    /* line at 4 connections, three times under each configuration: each row shows the spread. */
+    if (strstr(text, "| req/s min–max (runs) |") == NULL || strstr(text, " (3) | ") == NULL)
+        bl_fail("results.md: no spread of the repeated points");
     /* The claims: each with its measure, threshold and spread; L/F against HS/HR measured on
      * three repetitions, whatever its verdict. */
     if (strstr(text, "| claim | measure | threshold | ratio | spread | reps | verdict | measured "
@@ -283,9 +340,9 @@ static void check_claims_csv(const char *dir)
     }
     if (strncmp(text,
                 "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,"
-                "verdict,measured_on\n",
+                "verdict,measured_on,noisy_repetitions\n",
                 strlen("cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,"
-                       "verdict,measured_on\n")) != 0)
+                       "verdict,measured_on,noisy_repetitions\n")) != 0)
         bl_fail("claims.csv: header");
     for (line = strchr(text, '\n'); line != NULL && line[1] != '\0'; line = strchr(line + 1, '\n'))
         claims++;
@@ -378,7 +435,9 @@ int main(void)
     char bench[PATH_MAX];
     char dir[] = "/tmp/cr-bench-smoke-XXXXXX";
     char cores_dir[] = "/tmp/cr-bench-cores-XXXXXX";
-    char *argv[32];
+    char *argv[34];
+    int points = 0;
+    int noisy;
     int n = 0;
 
     if (bl_setup(bench, sizeof(bench), dir) < 0)
@@ -403,14 +462,16 @@ int main(void)
     argv[n++] = "20";
     argv[n++] = "--repeat";
     argv[n++] = "3";
+    argv[n++] = "--noise-max";
+    argv[n++] = "0.5";
     argv[n++] = "--threads";
     argv[n++] = "2";
     argv[n++] = "--out";
     argv[n++] = dir;
     argv[n] = NULL;
     bl_run(argv, NULL);
-    check_csv(dir);
-    check_md(dir);
+    noisy = check_csv(dir, &points);
+    check_md(dir, noisy, points);
     check_claims_csv(dir);
     for (size_t w = 0; w < sizeof(workloads) / sizeof(workloads[0]); w++)
         check_svg(dir, "plot", workloads[w]);

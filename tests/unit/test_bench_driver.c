@@ -8,9 +8,12 @@
  * the closed loop counts every reply; the work directory holds
  * peers.sh's files; a peer's configuration serves the port and root it was given; a config
  * names its deferred promotion ("lf:lifo+defer"); the repetitions measure only the claims'
- * points, the configurations in alternating order.
+ * points, the configurations in alternating order; the machine's noise (machine.c): /proc/stat's
+ * and /proc/loadavg's texts parsed, the other processes' share of the CPU from two samples less
+ * our own time, a point judged noisy against --noise-max, and a live reading in range.
  */
 #include "../../apps/bench/driver.h"
+#include "../../apps/bench/machine.h"
 #include "../../apps/bench/passes.h"
 #include "../../apps/bench/procstat.h"
 
@@ -383,6 +386,97 @@ START_TEST(repetitions_alternate_over_the_claims_points)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------- the noise */
+
+START_TEST(cpu_times_come_from_the_aggregate_line)
+{
+    struct bench_cpu_times t;
+
+    /* user nice system idle iowait irq softirq steal guest guest_nice */
+    ck_assert_int_eq(bench_cpu_times_parse("cpu  100 20 30 400 50 6 7 8 90 0\n"
+                                           "cpu0 1 1 1 1 1 1 1 1 0 0\nintr 5\n",
+                                           &t),
+                     0);
+    /* guest is inside user already: not added again. */
+    ck_assert_uint_eq(t.busy, 100 + 20 + 30 + 6 + 7 + 8);
+    ck_assert_uint_eq(t.total, t.busy + 400 + 50);
+    /* An old kernel's line stops after iowait; the line need not be the first. */
+    ck_assert_int_eq(bench_cpu_times_parse("x 1\ncpu  10 0 5 85 0\n", &t), 0);
+    ck_assert_uint_eq(t.busy, 15);
+    ck_assert_uint_eq(t.total, 100);
+    ck_assert_int_eq(bench_cpu_times_parse("cpu0 1 2 3 4\n", &t), -EPROTO);
+    ck_assert_int_eq(bench_cpu_times_parse("cpu  1 2\n", &t), -EPROTO);
+    ck_assert_int_eq(bench_cpu_times_parse("", &t), -EPROTO);
+}
+END_TEST
+
+START_TEST(loadavg_is_the_first_field)
+{
+    double v = -1;
+
+    ck_assert_int_eq(bench_loadavg_parse("0.52 0.58 0.59 1/389 12345\n", &v), 0);
+    ck_assert(v == 0.52);
+    ck_assert_int_eq(bench_loadavg_parse("", &v), -EPROTO);
+    ck_assert_int_eq(bench_loadavg_parse("nan 1 1", &v), -EPROTO);
+    ck_assert_int_eq(bench_loadavg_parse("-1 1 1", &v), -EPROTO);
+}
+END_TEST
+
+START_TEST(other_share_is_the_busy_time_not_ours)
+{
+    /* 2 CPUs for 1 s at 100 ticks/s: 200 ticks, 150 busy, of which 1 s (100 ticks) ours. */
+    struct bench_cpu_times a = {.busy = 1000, .total = 5000};
+    struct bench_cpu_times b = {.busy = 1150, .total = 5200};
+
+    ck_assert(fabs(bench_other_share(&a, &b, 1.0, 100) - 0.25) < 1e-9);
+    ck_assert(fabs(bench_other_share(&a, &b, 0, 100) - 0.75) < 1e-9);
+    /* Ticks and CPU clocks disagree a little: never below 0. */
+    ck_assert(bench_other_share(&a, &b, 1.6, 100) == 0);
+    /* No tick passed, or samples swapped: not measured. */
+    ck_assert(isnan(bench_other_share(&a, &a, 0, 100)));
+    ck_assert(isnan(bench_other_share(&b, &a, 0, 100)));
+}
+END_TEST
+
+START_TEST(noisy_when_either_share_is_above_the_limit)
+{
+    ck_assert_int_eq(bench_noise_judge(NAN, NAN, 0.1), -1);
+    ck_assert_int_eq(bench_noise_judge(0.05, 0.05, 0.1), 0);
+    ck_assert_int_eq(bench_noise_judge(0.05, 0.2, 0.1), 1);
+    ck_assert_int_eq(bench_noise_judge(0.2, 0.05, 0.1), 1);
+    ck_assert_int_eq(bench_noise_judge(0.2, NAN, 0.1), 1);
+    ck_assert_int_eq(bench_noise_judge(NAN, 0.05, 0.1), 0);
+    /* At the limit is not above it. */
+    ck_assert_int_eq(bench_noise_judge(0.1, 0.1, 0.1), 0);
+}
+END_TEST
+
+/* A live reading around a child that sleeps: every field measured and in range (the machine is
+ * shared, so only the ranges are certain). */
+START_TEST(noise_reading_is_in_range)
+{
+    struct bench_noise n;
+    struct bench_row row;
+    pid_t pid = fork();
+
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        pause();
+        _exit(0);
+    }
+    bench_row_init(&row);
+    bench_noise_start(&n, pid, 0.05);
+    usleep(50000);
+    bench_noise_end(&n, pid, 0.1, &row);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_assert(row.loadavg_before >= 0);
+    ck_assert(row.other_cpu_before >= 0 && row.other_cpu_before <= 1);
+    ck_assert(row.other_cpu_during >= 0 && row.other_cpu_during <= 1);
+    ck_assert_int_eq(row.noisy, bench_noise_judge(row.other_cpu_before, row.other_cpu_during, 0.1));
+}
+END_TEST
+
 Suite *bench_driver_suite(void);
 
 Suite *bench_driver_suite(void)
@@ -401,6 +495,11 @@ Suite *bench_driver_suite(void)
     tcase_add_test(tc, peer_configuration_serves_the_port_and_root);
     tcase_add_test(tc, config_names_its_deferred_promotion);
     tcase_add_test(tc, repetitions_alternate_over_the_claims_points);
+    tcase_add_test(tc, cpu_times_come_from_the_aggregate_line);
+    tcase_add_test(tc, loadavg_is_the_first_field);
+    tcase_add_test(tc, other_share_is_the_busy_time_not_ours);
+    tcase_add_test(tc, noisy_when_either_share_is_above_the_limit);
+    tcase_add_test(tc, noise_reading_is_in_range);
     suite_add_tcase(s, tc);
     return s;
 }

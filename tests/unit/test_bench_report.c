@@ -6,7 +6,11 @@
  * each claim held, not held or not measured; an SVG that a well-formedness checker in this file
  * (and xmllint, where installed) accepts, with hostile names escaped, a line per series and a
  * log axis only for a wide latency range; the output directory's files; for a --cores run, the
- * scaling table, the claims per core count and the scaling plot, from synthetic rows.
+ * scaling table, the claims per core count and the scaling plot, from synthetic rows; the
+ * machine's noise: each row's load average and the others' CPU share, a noisy point flagged and
+ * counted at the top of results.md, a claim drawn from noisy repetitions saying so (results.md
+ * and claims.csv); a repeated point's spread on each of its rows; each point of a plot labelled
+ * with its load, no two labels overlapping.
  */
 #include "../../apps/bench/report.h"
 
@@ -107,17 +111,21 @@ START_TEST(csv_rows_round_trip)
     r.srv_sys_us_per_req = 0.0001;
     r.peak_rss_kb = 10240;
     r.cores = 4;
+    r.loadavg_before = 1.5;
+    r.other_cpu_before = 0.25;
+    r.other_cpu_during = 0.125;
+    r.noisy = 1;
     ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
     ck_assert_int_eq(bench_csv_write_header(f), 0);
     for (size_t i = 0; i < rows.len; i++)
         ck_assert_int_eq(bench_csv_write_row(f, &rows.v[i]), 0);
     ck_assert_int_eq(fclose(f), 0);
 
-    /* cores: empty when not pinned. */
-    ck_assert_str_eq(buf, BENCH_CSV_HEADER_CORES
-                     "\nhttp:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2,,,\n"
+    /* cores: empty when not pinned; the noise empty when not measured. */
+    ck_assert_str_eq(buf, BENCH_CSV_HEADER_NOISE
+                     "\nhttp:hello.txt,cabrank,lf:lifo,64,0,123456.75,80.5,,1200,,,,,3,2,,,,,,,\n"
                      "line-open,\"odd,\"\"name\"\"\",-,16,50000,123456.75,80.5,,1200,,"
-                     "0.000125,,10240,3,2,0.000025,0.0001,4\n");
+                     "0.000125,,10240,3,2,0.000025,0.0001,4,1.5,0.25,0.125,1\n");
     parse_ok(buf, &back);
     ck_assert_uint_eq(back.len, 2);
     for (size_t i = 0; i < 2; i++) {
@@ -136,6 +144,10 @@ START_TEST(csv_rows_round_trip)
                          : b->srv_user_us_per_req == 0.000025 && b->srv_sys_us_per_req == 0.0001);
         ck_assert_uint_eq(a->errors, b->errors);
         ck_assert_uint_eq(a->cores, b->cores);
+        ck_assert(i == 0 ? isnan(b->loadavg_before) && isnan(b->other_cpu_before) &&
+                               isnan(b->other_cpu_during) && b->noisy == -1
+                         : b->loadavg_before == 1.5 && b->other_cpu_before == 0.25 &&
+                               b->other_cpu_during == 0.125 && b->noisy == 1);
     }
     free(buf);
     bench_rows_fini(&rows);
@@ -171,6 +183,17 @@ START_TEST(csv_reads_every_format_and_cores)
     ck_assert_uint_eq(rows.v[1].cores, 8);
     ck_assert(rows.v[1].srv_user_us_per_req == 0.5);
     ck_assert_uint_eq(rows.v[2].cores, 0);
+    /* Before the fourth format, no noise was measured. */
+    ck_assert(isnan(rows.v[1].other_cpu_during) && rows.v[1].noisy == -1);
+    parse_ok(BENCH_CSV_HEADER_NOISE "\nline,cabrank,lf,1,0,10,1,2,3,4,,,,0,1,,,,2.5,0.5,0.05,1\n"
+                                    "line,cabrank,lf,1,0,10,1,2,3,4,,,,0,1,,,,0.1,0,0.02,0\n"
+                                    "line,cabrank,lf,1,0,10,1,2,3,4,,,,0,1,,,,,,,\n",
+             &rows);
+    ck_assert_uint_eq(rows.len, 6);
+    ck_assert(rows.v[3].loadavg_before == 2.5 && rows.v[3].other_cpu_before == 0.5 &&
+              rows.v[3].other_cpu_during == 0.05 && rows.v[3].noisy == 1);
+    ck_assert(rows.v[4].other_cpu_before == 0 && rows.v[4].noisy == 0);
+    ck_assert(isnan(rows.v[5].loadavg_before) && rows.v[5].noisy == -1);
     bench_rows_fini(&rows);
 }
 END_TEST
@@ -220,6 +243,16 @@ static const struct {
     {BENCH_CSV_HEADER_CORES "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,x\n", 2, "cores is not"},
     {BENCH_CSV_HEADER_CORES "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,70000\n", 2, "cores is out"},
     {BENCH_CSV_HEADER_SPLIT ",core\n", 1, "header field 18"},
+    {BENCH_CSV_HEADER_NOISE "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,,,,\n", 2, "21 fields"},
+    {BENCH_CSV_HEADER_NOISE "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,,1,0.5,0.5,2\n", 2,
+     "noisy is out"},
+    {BENCH_CSV_HEADER_NOISE "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,,1,0.5,0.5,yes\n", 2,
+     "noisy is not"},
+    {BENCH_CSV_HEADER_NOISE "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,,1,1.5,0.5,1\n", 2,
+     "above 1"},
+    {BENCH_CSV_HEADER_NOISE "\nline,cabrank,lf,1,0,1,1,1,1,1,,,,0,1,,,,-1,0.5,0.5,1\n", 2,
+     "loadavg_before is not"},
+    {BENCH_CSV_HEADER_CORES ",loadavg\n", 1, "header has 19 fields"},
 };
 
 START_TEST(csv_rejects_malformed_input_with_line)
@@ -333,7 +366,17 @@ START_TEST(csv_write_rejects_bad_names_and_numbers)
     r.srv_sys_us_per_req = NAN;
     r.cores = 65537;
     ck_assert_int_eq(bench_csv_write_row(f, &r), -EINVAL);
-    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,,,,\n"));
+    r.cores = 0;
+    /* A share of the machine's CPU is at most 1; noisy is -1, 0 or 1. */
+    r.other_cpu_during = 1.5;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    r.other_cpu_during = NAN;
+    r.other_cpu_before = -0.1;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -ERANGE);
+    r.other_cpu_before = NAN;
+    r.noisy = 2;
+    ck_assert_int_eq(bench_csv_write_row(f, &r), -EINVAL);
+    ck_assert_int_eq(ftell(f), 0 + (long)strlen("line,cabrank,lf,1,0,,,,,,,,,0,,,,,,,,\n"));
     fclose(f);
 }
 END_TEST
@@ -717,17 +760,17 @@ START_TEST(claims_csv_has_every_claim_with_its_spread)
     out = render(claims_csv_fn, &rows, NULL);
     ck_assert_msg(strncmp(out,
                           "cores,claim,measure,threshold,ratio,ratio_min,ratio_max,repetitions,"
-                          "verdict,measured_on\n",
+                          "verdict,measured_on,noisy_repetitions\n",
                           strlen(BENCH_CLAIMS_CSV_HEADER) + 1) == 0,
                   "%s", out);
     ck_assert_uint_eq(count(out, "\n"), 1 + BENCH_CLAIMS);
-    ck_assert_msg(strstr(out,
-                         ",L/F has at least HS/HR's throughput at high load,req/s lf / hshr,"
-                         "1,0.8,0.8,0.8,3,not held,\"line, 64 conns, lf:lifo vs hshr\"\n") != NULL,
+    ck_assert_msg(strstr(out, ",L/F has at least HS/HR's throughput at high load,req/s lf / hshr,"
+                              "1,0.8,0.8,0.8,3,not held,\"line, 64 conns, lf:lifo vs hshr\",0\n") !=
+                      NULL,
                   "%s", out);
     ck_assert_ptr_nonnull(strstr(out, ",p50 hshr / lf,1.25,0.8,0.8,0.8,3,not held,"));
     ck_assert_ptr_nonnull(strstr(out, ",t_conn p50 forking / prefork,1,,,,0,not measured,"
-                                      "no rows of both sides\n"));
+                                      "no rows of both sides,0\n"));
     free(out);
     bench_rows_fini(&rows);
 
@@ -1194,8 +1237,8 @@ START_TEST(svg_scaling_plot_has_two_panels_and_a_line_per_model)
     ck_assert_ptr_nonnull(strstr(svg, ">cabrank hshr</text>"));
     ck_assert_ptr_nonnull(strstr(svg, ">nginx</text>"));
     ck_assert_ptr_null(strstr(svg, "core</text>"));
-    ck_assert_ptr_nonnull(
-        strstr(svg, ">http:hello.txt: req/s and CPU per request against server cores</text>"));
+    ck_assert_ptr_nonnull(strstr(
+        svg, ">http:hello.txt: req/s and CPU per request against server cores, c=64</text>"));
     ck_assert_ptr_nonnull(strstr(svg, "throughput (req/s)"));
     ck_assert_ptr_nonnull(strstr(svg, "server CPU (&#181;s/request)"));
     ck_assert_ptr_nonnull(strstr(svg, ">server cores</text>"));
@@ -1280,6 +1323,256 @@ START_TEST(write_dir_writes_markdown_and_plots)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------- noise */
+
+#define NOISE_HEADER BENCH_CSV_HEADER_NOISE "\n"
+
+START_TEST(markdown_marks_noisy_points_and_counts_them)
+{
+    /* Three points: one noisy (50% before), one clean, the intervals' one run (three rows)
+     * noisy during it; a row of no noise measured is not counted. */
+    static const char csv[] =
+        NOISE_HEADER "line,cabrank,lf:lifo,1,0,9000,10,,20,,,,,0,1,,,,2.5,0.5,0.05,1\n"
+                     "line,cabrank,lf:lifo,64,0,90000,10,,20,,,,,0,1,,,,0.25,0.02,0.04,0\n"
+                     "line,cabrank,hshr,64,0,80000,10,,20,,,,,0,1,,,,,,,\n"
+                     "interval:t_conn,cabrank,hshr,1,0,0,10,,20,,,,,0,1,,,,1,0,0.3,1\n"
+                     "interval:t_res1,cabrank,hshr,1,0,0,10,,20,,,,,0,1,,,,1,0,0.3,1\n"
+                     "interval:t_res2,cabrank,hshr,1,0,0,10,,20,,,,,0,1,,,,1,0,0.3,1\n";
+    static const struct bench_report_info info = {.noise_max = 0.2};
+    struct bench_rows rows = {0};
+    char *md;
+
+    parse_ok(csv, &rows);
+    md = render(md_fn, &rows, &info);
+    ck_assert_msg(strstr(md, "Noise: 2 of 3 points ran with more than 20% of the CPU taken by "
+                             "other processes") != NULL,
+                  "%.2000s", md);
+    ck_assert_ptr_nonnull(strstr(md, "| load avg | others' CPU % before / during |\n"));
+    ck_assert_msg(strstr(md, "| 0 | 2.50 | 50 / 5 noisy |\n") != NULL, "%.2000s", md);
+    ck_assert_ptr_nonnull(strstr(md, "| 0 | 0.25 | 2 / 4 |\n"));
+    ck_assert_ptr_nonnull(strstr(md, "| 0 | - | - / - |\n"));
+    ck_assert_uint_eq(count(md, " noisy |\n"), 4);
+    free(md);
+
+    /* No info: the default limit in the text. */
+    md = render(md_fn, &rows, NULL);
+    ck_assert_ptr_nonnull(strstr(md, "Noise: 2 of 3 points ran with more than 10% of the CPU"));
+    free(md);
+    bench_rows_fini(&rows);
+
+    /* Rows of an earlier format: no noise summary and no noise columns. */
+    parse_ok(HEADER "line,cabrank,lf:lifo,1,0,9000,10,,20,,,,,0,1\n", &rows);
+    md = render(md_fn, &rows, NULL);
+    ck_assert_ptr_null(strstr(md, "Noise:"));
+    ck_assert_ptr_null(strstr(md, "load avg"));
+    free(md);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(markdown_shows_the_spread_of_each_repeated_point)
+{
+    /* lf:lifo at 64 three times, at 1 once; an interval twice (its spread is of p99). */
+    static const char csv[] = HEADER "line,cabrank,lf:lifo,64,0,100000,10,,20,,,,,0,1\n"
+                                     "line,cabrank,lf:lifo,1,0,9000,10,,20,,,,,0,1\n"
+                                     "line,cabrank,lf:lifo,64,0,120000,10,,20,,,,,0,1\n"
+                                     "line,cabrank,hshr,64,0,95000,10,,20,,,,,0,1\n"
+                                     "line,cabrank,lf:lifo,64,0,110000,10,,20,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,hshr,1,0,0,10,,20,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,hshr,1,0,0,10,,35.5,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    char *md;
+
+    parse_ok(csv, &rows);
+    md = render(md_fn, &rows, NULL);
+    ck_assert_ptr_nonnull(strstr(md, "| errors | req/s min–max (runs) |\n"));
+    ck_assert_uint_eq(count(md, "| 0 | 100000–120000 (3) |\n"), 3);
+    /* The points measured once: no spread. */
+    ck_assert_ptr_nonnull(strstr(md, "| cabrank | lf:lifo | 1 | - | 9000 |"));
+    ck_assert_uint_eq(count(md, "| 0 | - |\n"), 2);
+    ck_assert_ptr_nonnull(strstr(md, "| errors | p99 µs min–max (runs) |\n"));
+    ck_assert_uint_eq(count(md, "| 0 | 20.0–35.5 (2) |\n"), 2);
+    free(md);
+    bench_rows_fini(&rows);
+
+    /* Nothing repeated: no spread column. */
+    parse_ok(HEADER "line,cabrank,lf:lifo,64,0,100000,10,,20,,,,,0,1\n", &rows);
+    md = render(md_fn, &rows, NULL);
+    ck_assert_ptr_null(strstr(md, "min–max"));
+    free(md);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+START_TEST(claims_say_when_measured_on_a_noisy_machine)
+{
+    /* L/F against HS/HR at 64, three repetitions: hshr's row noisy in each one; at 1 clean. */
+    static const char csv[] =
+        NOISE_HEADER "line,cabrank,lf:lifo,64,0,125000,50,,,,,,,0,1,,,,1,0,0.05,0\n"
+                     "line,cabrank,hshr,64,0,100000,40,,,,,,,0,1,,,,1,0.4,0.05,1\n"
+                     "line,cabrank,lf:lifo,1,0,9000,10,,,,,,,0,1,,,,1,0,0.05,0\n"
+                     "line,cabrank,hshr,1,0,8000,20,,,,,,,0,1,,,,1,0,0.05,0\n";
+    struct bench_rows rows = {0};
+    struct bench_claim c[BENCH_CLAIMS];
+    char *out;
+
+    parse_thrice(csv, &rows);
+    bench_claims_eval(&rows, c);
+    ck_assert_int_eq(claim_about(c, "req/s lf / hshr")->verdict, BENCH_HELD);
+    ck_assert_uint_eq(claim_about(c, "req/s lf / hshr")->noisy, 3);
+    ck_assert_uint_eq(claim_about(c, "p50 hshr / lf")->noisy, 0);
+    out = render(md_fn, &rows, NULL);
+    ck_assert_msg(strstr(out, "| 3 | held, measured on a noisy machine (3 of 3 reps) | line, 64 "
+                              "conns, lf:lifo vs hshr |\n") != NULL,
+                  "%.2000s", out);
+    ck_assert_ptr_nonnull(strstr(out, "| 3 | held | line, 1 conn, lf:lifo vs hshr |\n"));
+    free(out);
+    out = render(claims_csv_fn, &rows, NULL);
+    ck_assert_msg(strstr(out, ",3,held,\"line, 64 conns, lf:lifo vs hshr\",3\n") != NULL, "%.2000s",
+                  out);
+    ck_assert_ptr_nonnull(strstr(out, ",3,held,\"line, 1 conn, lf:lifo vs hshr\",0\n"));
+    free(out);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* The x, y and text of each point label of an SVG (the <text> elements in the point-labels
+ * group), at most cap. */
+struct svg_label {
+    double x;
+    double y;
+    char text[32];
+};
+
+static size_t svg_labels(const char *svg, struct svg_label *out, size_t cap)
+{
+    const char *p = strstr(svg, "<g class=\"point-labels\"");
+    const char *end = p != NULL ? strstr(p, "</g>") : NULL;
+    size_t n = 0;
+
+    while (p != NULL && (p = strstr(p + 1, "<text x=\"")) != NULL && p < end && n < cap) {
+        const char *gt = strchr(p, '>');
+
+        ck_assert_int_eq(sscanf(p, "<text x=\"%lf\" y=\"%lf\"", &out[n].x, &out[n].y), 2);
+        ck_assert_int_eq(sscanf(gt + 1, "%31[^<]", out[n].text), 1);
+        n++;
+    }
+    return n;
+}
+
+static bool has_label(const struct svg_label *l, size_t n, const char *text)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(l[i].text, text) == 0)
+            return true;
+    return false;
+}
+
+START_TEST(svg_labels_each_point_with_its_load)
+{
+    static const char csv[] = HEADER "http:hello.txt,cabrank,lf:lifo,1,0,20000,,,50,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo,8,0,80000,,,400,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,lf:lifo,64,0,140000,,,2000,,,,,0,1\n"
+                                     "http:hello.txt,cabrank,hshr,1024,0,60000,,,9000,,,,,0,1\n"
+                                     "line-open,cabrank,lf:lifo,16,1000,1000,,,50,,,,,0,1\n"
+                                     "line-open,cabrank,lf:lifo,16,10000,10000,,,70,,,,,0,1\n"
+                                     "interval:t_conn,cabrank,hshr,1,0,0,10,,20,,,,,0,1\n";
+    struct bench_rows rows = {0};
+    struct svg_label l[16];
+    size_t n;
+    char *svg;
+
+    parse_ok(csv, &rows);
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    check_svg(svg);
+    n = svg_labels(svg, l, 16);
+    ck_assert_uint_eq(n, 4);
+    ck_assert(has_label(l, n, "c=1") && has_label(l, n, "c=8") && has_label(l, n, "c=64") &&
+              has_label(l, n, "c=1024"));
+    ck_assert_ptr_null(strstr(svg, "left out"));
+    free(svg);
+    /* An open loop's points differ by rate. */
+    svg = render(svg_fn, &rows, "line-open");
+    n = svg_labels(svg, l, 16);
+    ck_assert(n == 2 && has_label(l, n, "r=1k") && has_label(l, n, "r=10k"));
+    free(svg);
+    /* An interval plot's x axis is the percentiles: no load to label. */
+    svg = render(svg_fn, &rows, "interval:t_conn");
+    ck_assert_ptr_null(strstr(svg, "point-labels"));
+    free(svg);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
+/* No two labels' boxes overlap, as the text occupies them at font-size 10: about 6 units a
+ * character, 10 high. */
+static void check_apart(const struct svg_label *l, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = i + 1; j < n; j++) {
+            double wi = 6.0 * (double)strlen(l[i].text);
+            double wj = 6.0 * (double)strlen(l[j].text);
+            bool apart = l[i].x + wi <= l[j].x || l[j].x + wj <= l[i].x || l[i].y <= l[j].y - 10 ||
+                         l[j].y <= l[i].y - 10;
+
+            ck_assert_msg(apart, "labels %s (%.1f,%.1f) and %s (%.1f,%.1f) overlap", l[i].text,
+                          l[i].x, l[i].y, l[j].text, l[j].x, l[j].y);
+        }
+    }
+}
+
+/* The default sweep's shape: 14 series at 5 concurrencies, crowded, points of different loads
+ * side by side; the labels never overlap, and every load is labelled somewhere. */
+START_TEST(svg_point_labels_never_overlap)
+{
+    static const unsigned conc[] = {1, 8, 64, 256, 1024};
+    struct bench_rows rows = {0};
+    struct svg_label l[128];
+    size_t n;
+    char *svg;
+
+    for (int s = 0; s < 14; s++) {
+        for (int c = 0; c < 5; c++) {
+            struct bench_row r;
+
+            bench_row_init(&r);
+            snprintf(r.workload, sizeof(r.workload), "http:hello.txt");
+            snprintf(r.server, sizeof(r.server), "cabrank");
+            snprintf(r.config, sizeof(r.config), "model%d", s);
+            r.concurrency = conc[c];
+            /* Each series shifted along the others: one's c=64 lies among another's c=256. */
+            r.rps = 10000 + c * 25000 + s * 6000;
+            r.p99_us = 100 * pow(3, c + s * 0.35);
+            ck_assert_int_eq(bench_rows_add(&rows, &r), 0);
+        }
+    }
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    check_svg(svg);
+    n = svg_labels(svg, l, 128);
+    ck_assert_uint_gt(n, 10);
+    for (size_t c = 0; c < 5; c++) {
+        char t[16];
+
+        snprintf(t, sizeof(t), "c=%u", conc[c]);
+        ck_assert_msg(has_label(l, n, t), "no label %s", t);
+    }
+    check_apart(l, n);
+    free(svg);
+    bench_rows_fini(&rows);
+
+    /* Two loads a few units apart, one above the other: their labels both shown, apart. */
+    parse_ok(HEADER "http:hello.txt,cabrank,lf:lifo,8,0,100000,,,1000,,,,,0,1\n"
+                    "http:hello.txt,cabrank,hshr,64,0,100000,,,1020,,,,,0,1\n",
+             &rows);
+    svg = render(svg_fn, &rows, "http:hello.txt");
+    n = svg_labels(svg, l, 128);
+    ck_assert(n == 2 && has_label(l, n, "c=8") && has_label(l, n, "c=64"));
+    check_apart(l, n);
+    free(svg);
+    bench_rows_fini(&rows);
+}
+END_TEST
+
 Suite *bench_report_suite(void);
 
 Suite *bench_report_suite(void)
@@ -1314,6 +1607,11 @@ Suite *bench_report_suite(void)
     tcase_add_test(tc, markdown_scaling_table_and_claims_per_core_count);
     tcase_add_test(tc, svg_scaling_plot_has_two_panels_and_a_line_per_model);
     tcase_add_test(tc, write_dir_writes_scaling_plots);
+    tcase_add_test(tc, markdown_marks_noisy_points_and_counts_them);
+    tcase_add_test(tc, markdown_shows_the_spread_of_each_repeated_point);
+    tcase_add_test(tc, claims_say_when_measured_on_a_noisy_machine);
+    tcase_add_test(tc, svg_labels_each_point_with_its_load);
+    tcase_add_test(tc, svg_point_labels_never_overlap);
     suite_add_tcase(s, tc);
     return s;
 }
