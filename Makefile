@@ -161,6 +161,16 @@ $(OBJ_pgo)/%.o: %.c | deps
 	@printf '%s\n' $(patsubst tests/unit/test_%.c,'X(%)',$(UNIT_SRCS)) > $@.tmp && mv $@.tmp $@
 $(foreach v,$(VARIANTS),$(OBJ_$(v))/tests/unit/runner.o): %/tests/unit/runner.o: %/gen/suites.h
 
+# The version the programs report (the status page): VERSION, and `git describe` when the
+# tree is a git checkout (a tarball has no .git and gets VERSION alone). Written again only
+# when its text would change, so a commit rebuilds the one object that includes it.
+GIT_DESCRIBE = $(if $(wildcard .git),$(shell git describe --tags --always --dirty 2>/dev/null))
+%/gen/cabrank_version.h: FORCE
+	@mkdir -p $(@D)
+	@printf '#define CR_VERSION "%s"\n' '$(VERSION)$(if $(GIT_DESCRIBE),+$(GIT_DESCRIBE))' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(foreach v,$(VARIANTS),$(OBJ_$(v))/apps/httpd/status.o): %/apps/httpd/status.o: %/gen/cabrank_version.h
+
 # Products. Each rule serves every variant: $$(call objs,$$@,...) and
 # $$(call libs,$$@,...) pick the objects and archives of the target's variant.
 .SECONDEXPANSION:
