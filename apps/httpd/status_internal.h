@@ -9,6 +9,7 @@
 #define CABRANK_HTTPD_STATUS_INTERNAL_H
 
 #include "status.h"
+#include "version.h"
 
 #include <cabrank/role.h>
 #include <cabrank/scoreboard.h>
@@ -103,10 +104,6 @@ void status_render_set_threads(struct sbuf *b, const struct snapshot *sn, unsign
 
 /* "2026-11-28T04:17:30Z" of a wall-clock time, into buf (>= 24 bytes). */
 void status_iso8601(uint64_t real_ns, char *buf, size_t cap);
-
-/* The server's version (the Makefile's VERSION, and git describe where
- * the tree is a git checkout). */
-const char *status_version(void);
 
 /* The renderers. */
 void status_render_html(struct sbuf *b, const struct snapshot *sn);

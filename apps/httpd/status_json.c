@@ -101,7 +101,7 @@ void status_render_json(struct sbuf *b, const struct snapshot *sn)
     char start[32];
 
     status_sb_printf(b, "{\"server\":\"cabrank-httpd\",\"version\":\"%s\",\"model\":\"%s\",",
-                     status_version(), s->model ? s->model : "");
+                     httpd_version(), s->model ? s->model : "");
     if (sn->start_real_ns != 0) {
         status_iso8601(sn->start_real_ns, start, sizeof(start));
         status_sb_printf(b, "\"start_time\":\"%s\",\"start_time_s\":%.3f,", start,

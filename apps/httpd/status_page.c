@@ -376,7 +376,7 @@ void status_render_html(struct sbuf *b, const struct snapshot *sn)
     if (s->promotion != NULL)
         status_sb_printf(b, " (promotion <b>%s</b>)", s->promotion);
     status_sb_printf(b, ", %u workers; cabrank-httpd <b id=\"version\">%s</b>", sn->nworkers,
-                     status_version());
+                     httpd_version());
     if (sn->start_real_ns != 0) {
         status_iso8601(sn->start_real_ns, start, sizeof(start));
         status_sb_printf(b, ", started <time id=\"start\" datetime=\"%s\">%s</time>", start, start);

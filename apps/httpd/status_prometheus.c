@@ -72,7 +72,7 @@ void status_render_prometheus(struct sbuf *b, const struct snapshot *sn)
     static const char *const classes[6] = {"other", "1xx", "2xx", "3xx", "4xx", "5xx"};
 
     meta(b, "cabrank_build_info", "gauge", "The server's version and model; always 1.");
-    status_sb_printf(b, "cabrank_build_info{version=\"%s\",model=\"%s\"} 1\n", status_version(),
+    status_sb_printf(b, "cabrank_build_info{version=\"%s\",model=\"%s\"} 1\n", httpd_version(),
                      s->model != NULL ? s->model : "");
     gauge(b, "cabrank_start_time_seconds", "The server's start, in seconds since the epoch.",
           (double)sn->start_real_ns / 1e9);
