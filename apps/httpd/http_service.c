@@ -25,6 +25,11 @@
  * other methods) and keeps the connection's phase. Nothing is allocated per
  * request except for the status page and for list fields sent on several
  * lines (http_serve_file.c).
+ *
+ * Each connection's row in the status page's connection view (status.h)
+ * lives in its state here; it is written under a shard lock at open, close,
+ * a request's start (its line), a partial head after an idle spell, and the
+ * end of the answer (drained), never elsewhere on the request path.
  */
 #include "http_service.h"
 

@@ -168,6 +168,9 @@ void status_rates_update(struct status *st, uint64_t now_ns, uint64_t start_ns,
     memcpy(now.counts, counts, sizeof(now.counts));
     memset(r, 0, sizeof(*r));
     pthread_mutex_lock(&st->ring_lock);
+    /* Two renders may read the clock in one order and lock in the other. */
+    if (st->nsamples > 0 && now_ns < ring_at(st, st->nsamples - 1)->t_ns)
+        now_ns = now.t_ns = ring_at(st, st->nsamples - 1)->t_ns;
     if (st->nsamples == 0 && start_ns != 0 && start_ns < now_ns)
         st->ring[st->nsamples++] = (struct sample){.t_ns = start_ns};
     if (st->nsamples == 0 || now_ns - ring_at(st, st->nsamples - 1)->t_ns >= CR_NSEC_PER_SEC) {

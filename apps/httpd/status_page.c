@@ -357,9 +357,10 @@ static void render_latency(struct sbuf *b, const struct snapshot *sn)
 }
 
 /*
- * The place for further sections, drawn after every section above and
- * before the page's end: a section another file renders is called from
- * here (status_internal.h declares it).
+ * The place for further sections (the timeline's strip chart, say), drawn
+ * after every section above and before the page's end: a section that
+ * another file renders is declared in status_internal.h and called from
+ * here.
  */
 static void render_more_sections(struct sbuf *b, const struct snapshot *sn)
 {

@@ -63,6 +63,11 @@ START_TEST(rates_are_over_the_newest_sample_a_second_old)
     c[0] = 5;
     status_rates_update(st, 13 * SEC, 5 * SEC, c, &r);
     ck_assert_double_eq_tol(r.per_s[STATUS_RATE_REQUESTS], 0, 1e-9);
+    /* A render that read the clock before the previous one sampled. */
+    status_rates_update(st, 12 * SEC + SEC / 2, 5 * SEC, c, &r);
+    ck_assert_double_eq_tol(r.window_s, 1, 1e-9);
+    for (unsigned i = 0; i < r.points; i++)
+        ck_assert(r.t_s[i] <= 0 && r.t_s[i] > -10);
     /* The ring keeps STATUS_SAMPLES samples. */
     for (unsigned i = 0; i < 3 * STATUS_SAMPLES; i++) {
         c[0] += 7;
