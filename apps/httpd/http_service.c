@@ -29,7 +29,8 @@
  * Each connection's row in the status page's connection view (status.h)
  * lives in its state here; it is written under a shard lock at open, close,
  * a request's start (its line), a partial head after an idle spell, and the
- * end of the answer (drained), never elsewhere on the request path.
+ * end of the answer (drained), never elsewhere on the request path; not
+ * at all when the status page is off.
  */
 #include "http_service.h"
 
@@ -94,7 +95,8 @@ struct http_conn {
     uint64_t body_seen;     /* PHASE_BODY_CHUNKED: bytes discarded so far */
     struct http_chunked chunked;
     unsigned requests;      /* answered on this connection */
-    struct status_conn row; /* in the status page's registry while open */
+    bool listed;            /* row is in the status page's registry (the page is on) */
+    struct status_conn row; /* while listed */
 };
 
 /* ------------------------------------------------------------------ requests */
@@ -450,9 +452,12 @@ static int http_open(void *ctx, struct cr_conn *c, void **state)
         return -ENOMEM;
     cr_conn_set_send_timeout(c, h->send_timeout_ms);
     hc->arrived_ns = cr_clock_event_ns();
-    status_conn_open(h->status, &hc->row, cr_conn_worker(c),
-                     (const struct sockaddr *)&cr_conn_info(c)->peer, cr_conn_info(c)->peer_len,
-                     hc->arrived_ns);
+    /* No status page, no connection view: its cost is off too. */
+    hc->listed = h->status_path != NULL;
+    if (hc->listed)
+        status_conn_open(h->status, &hc->row, cr_conn_worker(c),
+                         (const struct sockaddr *)&cr_conn_info(c)->peer, cr_conn_info(c)->peer_len,
+                         hc->arrived_ns);
     arm_timeout(h, hc, c, hc->arrived_ns);
     *state = hc;
     return 0;
@@ -486,7 +491,7 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
         if (now - head_origin(hc) >= h->header_timeout_ns)
             return -ETIMEDOUT;
         /* The row's state is written by this thread only: read unlocked. */
-        if (hc->row.state != STATUS_CONN_READING)
+        if (hc->listed && hc->row.state != STATUS_CONN_READING)
             status_conn_set(h->status, &hc->row, STATUS_CONN_READING, hc->head_start_ns);
         arm_timeout(h, hc, c, now);
         return 0;
@@ -503,8 +508,9 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
         finish(h, c, &rp, data, len);
         return -EBADMSG; /* http_response_error asked for a close after the flush */
     }
-    status_conn_request(h->status, &hc->row, req.method, req.method_len, req.target, req.target_len,
-                        req.minor_version, now);
+    if (hc->listed)
+        status_conn_request(h->status, &hc->row, req.method, req.method_len, req.target,
+                            req.target_len, req.minor_version, now);
     err = serve(h, hc, c, &req, start);
     if (err < 0)
         return err;
@@ -519,7 +525,7 @@ static void http_drained(void *ctx, void *state, struct cr_conn *c)
     uint64_t now = cr_clock_event_ns();
 
     /* The answer is out: the keep-alive (or body, or head) wait starts now. */
-    if (hc->row.state == STATUS_CONN_WRITING)
+    if (hc->listed && hc->row.state == STATUS_CONN_WRITING)
         status_conn_set(h->status, &hc->row,
                         hc->phase == PHASE_HEAD && hc->head_start_ns == 0 ? STATUS_CONN_KEEPALIVE
                                                                           : STATUS_CONN_READING,
@@ -532,7 +538,8 @@ static void http_close(void *ctx, void *state)
     struct http_service *h = ctx;
     struct http_conn *hc = state;
 
-    status_conn_close(h->status, &hc->row);
+    if (hc->listed)
+        status_conn_close(h->status, &hc->row);
     free(hc);
 }
 
