@@ -191,6 +191,7 @@ void status_rates_update(struct status *st, uint64_t now_ns, uint64_t start_ns,
         r->window_s = (double)(now_ns - base->t_ns) / 1e9;
         per_second(base, &now, r->per_s);
     }
+    r->span_s = (double)(now_ns - ring_at(st, 0)->t_ns) / 1e9;
     for (unsigned i = 1; i < st->nsamples; i++) {
         const struct sample *a = ring_at(st, i - 1);
         const struct sample *b = ring_at(st, i);

@@ -152,6 +152,7 @@ enum status_rate {
 struct status_rates {
     double window_s;            /* what per_s is over; 0: no interval yet */
     double per_s[STATUS_RATES]; /* current rates */
+    double span_s;              /* from the oldest sample to now: the series' width */
     unsigned points;            /* series points, oldest first */
     double t_s[STATUS_SAMPLES]; /* each point's end, in seconds before now (<= 0) */
     double series[STATUS_RATES][STATUS_SAMPLES];

@@ -63,7 +63,7 @@ static void render_rates(struct sbuf *b, const struct snapshot *sn)
     status_sb_printf(b, ",\"rates\":{\"window_s\":%.3f", r->window_s);
     for (unsigned k = 0; k < STATUS_RATES; k++)
         status_sb_printf(b, ",\"%s\":%.3f", rate_names[k], r->per_s[k]);
-    status_sb_printf(b, "},\"series\":{\"t_s\":[");
+    status_sb_printf(b, "},\"series\":{\"span_s\":%.3f,\"t_s\":[", r->span_s);
     for (unsigned i = 0; i < r->points; i++)
         status_sb_printf(b, "%s%.3f", i ? "," : "", r->t_s[i]);
     status_sb_printf(b, "]");

@@ -86,14 +86,15 @@ static void count(struct sbuf *b, uint64_t v)
 
 /* ------------------------------------------------------------------ sections */
 
-/* A sparkline of series k: the points over the time they span, scaled to
- * the largest. */
+/* A sparkline of series k: a step per interval between samples, over the
+ * time they span, scaled to the largest. */
 static void sparkline(struct sbuf *b, const struct status_rates *r, unsigned k)
 {
     const double w = 160;
     const double h = 28;
-    double span = r->points > 0 && -r->t_s[0] > 1 ? -r->t_s[0] : 1;
+    double span = r->span_s > 1 ? r->span_s : 1;
     double most = 0;
+    double x0 = 0;
 
     for (unsigned i = 0; i < r->points; i++)
         most = r->series[k][i] > most ? r->series[k][i] : most;
@@ -110,7 +111,9 @@ static void sparkline(struct sbuf *b, const struct status_rates *r, unsigned k)
         double x = (span + r->t_s[i]) / span * w;
         double y = most > 0 ? h + 1 - r->series[k][i] / most * h : h + 1;
 
-        status_sb_printf(b, "%s%.1f,%.1f", i ? " " : "", x < 0 ? 0 : x, y);
+        x = x < 0 ? 0 : x;
+        status_sb_printf(b, "%s%.1f,%.1f %.1f,%.1f", i ? " " : "", x0, y, x, y);
+        x0 = x;
     }
     status_sb_printf(b, "\"/></svg>");
 }
@@ -122,7 +125,7 @@ static void render_rates(struct sbuf *b, const struct snapshot *sn)
     status_sb_printf(b,
                      "<h2>Rates</h2>\n<table id=\"rates\">\n<tr><th class=l></th><th>now</th>"
                      "<th class=l>last %.0f s</th></tr>\n",
-                     r->points > 0 ? -r->t_s[0] : 0);
+                     r->span_s);
     status_sb_printf(b, "<tr><td class=l>requests</td><td>%.1f/s</td><td class=l>",
                      r->per_s[STATUS_RATE_REQUESTS]);
     sparkline(b, r, STATUS_RATE_REQUESTS);

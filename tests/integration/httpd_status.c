@@ -86,7 +86,9 @@ static void check_rates(uint16_t port)
     CHECK(json_number(r.body, "bytes_per_s") > 0, "bytes_per_s");
     CHECK(json_number(r.body, "connections_per_s") > 0, "connections_per_s");
     CHECK(json_number(r.body, "window_s") >= 1, "window_s %.3f", json_number(r.body, "window_s"));
-    CHECK(r.body != NULL && strstr(r.body, "\"series\":{\"t_s\":[") != NULL, "series");
+    CHECK(r.body != NULL && strstr(r.body, "\"series\":{\"span_s\":") != NULL &&
+              strstr(r.body, "\"t_s\":[]") == NULL,
+          "series with points");
     CHECK(r.body != NULL && strstr(r.body, "\"version\":\"") != NULL, "version");
     CHECK(r.body != NULL && strstr(r.body, "\"start_time\":\"20") != NULL &&
               strstr(r.body, "Z\",\"start_time_s\":") != NULL,

@@ -57,6 +57,7 @@ START_TEST(rates_are_over_the_newest_sample_a_second_old)
     ck_assert_double_eq_tol(r.per_s[STATUS_RATE_REQUESTS], 100, 1e-9);
     ck_assert_uint_eq(r.points, 2);
     ck_assert_double_eq_tol(r.t_s[0], -2, 1e-9);
+    ck_assert_double_eq_tol(r.span_s, 7, 1e-9);
     ck_assert_double_eq_tol(r.t_s[1], 0, 1e-9);
     ck_assert_double_eq_tol(r.series[STATUS_RATE_REQUESTS][1], 100, 1e-9);
     /* A counter that went down (a restarted count) reads 0, not a wrap. */
@@ -246,7 +247,7 @@ START_TEST(prometheus_text_has_help_type_and_a_cumulative_histogram)
     page = render(st, STATUS_JSON);
     ck_assert_ptr_nonnull(strstr(page, "\"version\":\""));
     ck_assert_ptr_nonnull(strstr(page, "\"rates\":{\"window_s\":"));
-    ck_assert_ptr_nonnull(strstr(page, "\"series\":{\"t_s\":["));
+    ck_assert_ptr_nonnull(strstr(page, "\"series\":{\"span_s\":"));
     free(page);
     page = render(st, STATUS_HTML);
     ck_assert_ptr_nonnull(strstr(page, "id=\"rates\""));
