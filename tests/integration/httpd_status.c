@@ -145,8 +145,8 @@ static void check_connections(uint16_t port, bool same_process)
           "half client's first request");
     hc_resp_free(&r);
     CHECK(hc_send(&half, "GET /half-a-head HTTP/1.1\r\nHost: t\r\n") == 0, "half a head");
-    /* The server reads it when it reads it: look for a while. */
-    for (int i = 0; i < 100 && !found; i++) {
+    /* The server reads it when it reads it: look for up to 5 s. */
+    for (int i = 0; i < 250 && !found; i++) {
         usleep(20000);
         if (hc_get(port, STATUS_JSON, &r) == 0 &&
             conn_row(r.body, local_port(&half), row, sizeof(row)))
