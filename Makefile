@@ -113,6 +113,9 @@ FORMAT_CMD_DEPS := clang-format:clang-format
 # postgresql: the OLTP tests start a PostgreSQL server of their own (pg_ctlcluster is
 # the package's command on PATH; the tests run its initdb and postgres directly).
 TEST_CMD_DEPS := curl:curl chromium:chromium wrk:wrk pg_ctlcluster:postgresql
+# Python module:Debian package, for /usr/bin/python3 (with python3 itself when it is
+# missing): the status page's Prometheus text is parsed by a real parser.
+TEST_PY_DEPS := prometheus_client:python3-prometheus-client
 
 .PHONY: deps deps-format deps-test
 deps:
@@ -120,7 +123,7 @@ deps:
 deps-format:
 	@scripts/deps.sh "$(FORMAT_CMD_DEPS)" ""
 deps-test: deps deps-format
-	@scripts/deps.sh "$(TEST_CMD_DEPS)" ""
+	@scripts/deps.sh "$(TEST_CMD_DEPS)" "" "$(TEST_PY_DEPS)"
 
 # ---------------------------------------------------------------- variants
 # release (build/, objects in build/release/), asan, tsan, and with PGO=1 pgo.
@@ -160,6 +163,17 @@ $(OBJ_pgo)/%.o: %.c | deps
 	@mkdir -p $(@D)
 	@printf '%s\n' $(patsubst tests/unit/test_%.c,'X(%)',$(UNIT_SRCS)) > $@.tmp && mv $@.tmp $@
 $(foreach v,$(VARIANTS),$(OBJ_$(v))/tests/unit/runner.o): %/tests/unit/runner.o: %/gen/suites.h
+
+# The version the programs report (the status page): VERSION, and `git describe` when the
+# tree is a git checkout (a tarball has no .git and gets VERSION alone). Written again only
+# when its text would change, so a commit rebuilds the one object that includes it
+# (apps/httpd/version.c).
+GIT_DESCRIBE = $(if $(wildcard .git),$(shell git describe --tags --always --dirty 2>/dev/null))
+%/gen/cabrank_version.h: FORCE
+	@mkdir -p $(@D)
+	@printf '#define CR_VERSION "%s"\n' '$(VERSION)$(if $(GIT_DESCRIBE),+$(GIT_DESCRIBE))' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(foreach v,$(VARIANTS),$(OBJ_$(v))/apps/httpd/version.o): %/apps/httpd/version.o: %/gen/cabrank_version.h
 
 # Products. Each rule serves every variant: $$(call objs,$$@,...) and
 # $$(call libs,$$@,...) pick the objects and archives of the target's variant.

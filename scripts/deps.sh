@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # deps.sh - install missing build dependencies (Debian), called by `make deps`.
-# Usage: deps.sh "cmd:package ..." "pkgconfig-module:package ..."
+# Usage: deps.sh "cmd:package ..." "pkgconfig-module:package ..." ["python-module:package ..."]
 # As root, installs what is missing with apt-get and says so; otherwise prints
 # the one apt-get command to run and fails.
 set -u
@@ -10,6 +10,15 @@ for pair in $1; do
 done
 for pair in $2; do
     if ! command -v pkg-config >/dev/null 2>&1 || ! pkg-config --exists "${pair%%:*}"; then
+        missing+=("${pair#*:}")
+    fi
+done
+# Python modules, for Debian's python3 (/usr/bin/python3, where its packages install
+# them; a python3 earlier on PATH, pyenv's, may not see them).
+for pair in ${3:-}; do
+    if [ ! -x /usr/bin/python3 ]; then
+        missing+=(python3 "${pair#*:}")
+    elif ! /usr/bin/python3 -c "import ${pair%%:*}" >/dev/null 2>&1; then
         missing+=("${pair#*:}")
     fi
 done

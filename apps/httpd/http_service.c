@@ -25,6 +25,12 @@
  * other methods) and keeps the connection's phase. Nothing is allocated per
  * request except for the status page and for list fields sent on several
  * lines (http_serve_file.c).
+ *
+ * Each connection's row in the status page's connection view (status.h)
+ * lives in its state here; it is written under a shard lock at open, close,
+ * a request's start (its line), a partial head after an idle spell, and the
+ * end of the answer (drained), never elsewhere on the request path; not
+ * at all when the status page is off.
  */
 #include "http_service.h"
 
@@ -89,7 +95,9 @@ struct http_conn {
     uint64_t body_left;     /* PHASE_BODY_LENGTH */
     uint64_t body_seen;     /* PHASE_BODY_CHUNKED: bytes discarded so far */
     struct http_chunked chunked;
-    unsigned requests; /* answered on this connection */
+    unsigned requests;      /* answered on this connection */
+    bool listed;            /* row is in the status page's registry (the page is on) */
+    struct status_conn row; /* while listed */
 };
 
 /* ------------------------------------------------------------------ requests */
@@ -114,22 +122,54 @@ static bool is_loopback(struct cr_conn *c)
     return ci->peer.ss_family == AF_UNIX;
 }
 
-/* Whether the query (raw, after '?') has the parameter format=json. */
-static bool wants_json(const char *q, size_t len)
+/* The metrics path, served (Prometheus text) wherever the status page is on. */
+static const char metrics_path[] = "/metrics";
+
+/*
+ * The format of a status request: the query's format= parameter (raw,
+ * after '?': html, json or prometheus; the last one given counts), html
+ * without one, and prometheus for the metrics path whatever its query.
+ * -1 for a format we do not know.
+ */
+static int status_format(const char *path, size_t path_len, const char *q, size_t len)
 {
-    static const char key[] = "format=json";
+    static const char key[] = "format=";
+    static const char *const names[] = {
+        [STATUS_HTML] = "html", [STATUS_JSON] = "json", [STATUS_PROMETHEUS] = "prometheus"};
     size_t klen = sizeof(key) - 1;
+    int f = STATUS_HTML;
     size_t i = 0;
 
+    if (path_len == sizeof(metrics_path) - 1 && memcmp(path, metrics_path, path_len) == 0)
+        return STATUS_PROMETHEUS;
     while (q != NULL && i < len) {
         const char *amp = memchr(q + i, '&', len - i);
         size_t end = amp != NULL ? (size_t)(amp - q) : len;
 
-        if (end - i == klen && memcmp(q + i, key, klen) == 0)
-            return true;
+        if (end - i >= klen && memcmp(q + i, key, klen) == 0) {
+            const char *v = q + i + klen;
+            size_t vlen = end - i - klen;
+
+            f = -1;
+            for (unsigned k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+                if (vlen == strlen(names[k]) && memcmp(v, names[k], vlen) == 0)
+                    f = (int)k;
+            }
+            if (f < 0)
+                return -1;
+        }
         i = end + 1;
     }
-    return false;
+    return f;
+}
+
+/* Whether path (normalized, len bytes) is the status page's or the metrics'. */
+static bool is_status_path(const struct http_service *h, const char *path, size_t len)
+{
+    if (h->status_path == NULL)
+        return false;
+    return (len == h->status_path_len && memcmp(path, h->status_path, len) == 0) ||
+           (len == sizeof(metrics_path) - 1 && memcmp(path, metrics_path, len) == 0);
 }
 
 static void release_body(void *arg)
@@ -157,19 +197,35 @@ static int send_generated(struct cr_conn *c, struct reply *rp, const char *ctype
 }
 
 static int serve_status(struct http_service *h, struct cr_conn *c, struct reply *rp,
-                        const struct http_path *np)
+                        const char *path, const struct http_path *np)
 {
-    bool json = wants_json(np->query, np->query_len);
+    static const char *const ctypes[] = {
+        [STATUS_HTML] = "text/html; charset=utf-8",
+        [STATUS_JSON] = "application/json",
+        [STATUS_PROMETHEUS] = "text/plain; version=0.0.4; charset=utf-8",
+    };
+    static const char unknown[] = "unknown format; the formats are html, json, prometheus\n";
+    int f = status_format(path, np->len, np->query, np->query_len);
     char *body;
     size_t len;
     int err;
 
     if (!h->status_allow_remote && !is_loopback(c))
         return http_response_error(c, rp, 403);
-    err = status_render(h->status, cr_conn_server(c), json, &body, &len);
+    if (f < 0) {
+        struct resp r = {.status = 400, .no_store = true};
+
+        r.e.ctype = "text/plain; charset=utf-8";
+        r.e.ctype_len = strlen(r.e.ctype);
+        r.e.content_length = sizeof(unknown) - 1;
+        r.body = unknown;
+        r.body_len = sizeof(unknown) - 1;
+        return http_response_head(c, rp, &r);
+    }
+    err = status_render(h->status, cr_conn_server(c), (enum status_format)f, &body, &len);
     if (err < 0)
         return http_response_error(c, rp, 500);
-    return send_generated(c, rp, json ? "application/json" : "text/html; charset=utf-8", body, len);
+    return send_generated(c, rp, ctypes[f], body, len);
 }
 
 /* <status path>/timeline: the timeline's JSON (status_timeline.h). */
@@ -188,11 +244,11 @@ static int serve_timeline(struct http_service *h, struct cr_conn *c, struct repl
     return send_generated(c, rp, "application/json", body, len);
 }
 
-/* Whether path[0..len) is the status path with suffix after it. */
-static bool is_status_path(const struct http_service *h, const char *path, size_t len,
-                           const char *suffix)
+/* Whether path (normalized, len bytes) is the status path's timeline. */
+static bool is_timeline_path(const struct http_service *h, const char *path, size_t len)
 {
-    size_t n = strlen(suffix);
+    static const char suffix[] = "/timeline";
+    size_t n = sizeof(suffix) - 1;
 
     return h->status_path != NULL && len == h->status_path_len + n &&
            memcmp(path, h->status_path, h->status_path_len) == 0 &&
@@ -234,9 +290,9 @@ static int serve_get(struct http_service *h, struct cr_conn *c, struct reply *rp
     err = http_path_normalize(req->target, req->target_len, path, sizeof(path), &np);
     if (err < 0)
         return http_response_error(c, rp, error_status(err));
-    if (is_status_path(h, path, np.len, ""))
-        return serve_status(h, c, rp, &np);
-    if (is_status_path(h, path, np.len, "/timeline"))
+    if (is_status_path(h, path, np.len))
+        return serve_status(h, c, rp, path, &np);
+    if (is_timeline_path(h, path, np.len))
         return serve_timeline(h, c, rp, &np);
     err = http_file_cache_get(h->cache, path, np.len, &f);
     if (err == -EISDIR) {
@@ -436,6 +492,12 @@ static int http_open(void *ctx, struct cr_conn *c, void **state)
         return -ENOMEM;
     cr_conn_set_send_timeout(c, h->send_timeout_ms);
     hc->arrived_ns = cr_clock_event_ns();
+    /* No status page, no connection view: its cost is off too. */
+    hc->listed = h->status_path != NULL;
+    if (hc->listed)
+        status_conn_open(h->status, &hc->row, cr_conn_worker(c),
+                         (const struct sockaddr *)&cr_conn_info(c)->peer, cr_conn_info(c)->peer_len,
+                         hc->arrived_ns);
     arm_timeout(h, hc, c, hc->arrived_ns);
     *state = hc;
     return 0;
@@ -468,6 +530,9 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
         /* The deadline is fixed; more bytes do not move it. */
         if (now - head_origin(hc) >= h->header_timeout_ns)
             return -ETIMEDOUT;
+        /* The row's state is written by this thread only: read unlocked. */
+        if (hc->listed && hc->row.state != STATUS_CONN_READING)
+            status_conn_set(h->status, &hc->row, STATUS_CONN_READING, hc->head_start_ns);
         arm_timeout(h, hc, c, now);
         return 0;
     }
@@ -483,6 +548,9 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
         finish(h, c, &rp, data, len);
         return -EBADMSG; /* http_response_error asked for a close after the flush */
     }
+    if (hc->listed)
+        status_conn_request(h->status, &hc->row, req.method, req.method_len, req.target,
+                            req.target_len, req.minor_version, now);
     err = serve(h, hc, c, &req, start);
     if (err < 0)
         return err;
@@ -492,14 +560,27 @@ static ssize_t http_input(void *ctx, void *state, struct cr_conn *c, const char 
 
 static void http_drained(void *ctx, void *state, struct cr_conn *c)
 {
+    struct http_service *h = ctx;
+    struct http_conn *hc = state;
+    uint64_t now = cr_clock_event_ns();
+
     /* The answer is out: the keep-alive (or body, or head) wait starts now. */
-    arm_timeout(ctx, state, c, cr_clock_event_ns());
+    if (hc->listed && hc->row.state == STATUS_CONN_WRITING)
+        status_conn_set(h->status, &hc->row,
+                        hc->phase == PHASE_HEAD && hc->head_start_ns == 0 ? STATUS_CONN_KEEPALIVE
+                                                                          : STATUS_CONN_READING,
+                        now);
+    arm_timeout(h, hc, c, now);
 }
 
 static void http_close(void *ctx, void *state)
 {
-    CR_UNUSED(ctx);
-    free(state);
+    struct http_service *h = ctx;
+    struct http_conn *hc = state;
+
+    if (hc->listed)
+        status_conn_close(h->status, &hc->row);
+    free(hc);
 }
 
 /* A new worker process (process models): fork left the access log without

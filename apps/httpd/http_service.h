@@ -35,8 +35,6 @@
 #include "access_log.h"
 #include "http_parser.h"
 
-#define HTTPD_VERSION "0.1.0"
-
 /* Defaults of struct http_service_config (a zero field means its default). */
 #define HTTP_HEADER_TIMEOUT_MS_DEFAULT    20000
 #define HTTP_BODY_TIMEOUT_MS_DEFAULT      60000

@@ -5,6 +5,7 @@
  * more than a field, and the checks across options. Main thread only.
  */
 #include "httpd_options.h"
+#include "version.h"
 
 #include <cabrank/handle_set.h>
 #include <cabrank/lf_pool.h>
@@ -476,7 +477,7 @@ int httpd_options_load(struct httpd_options *o, int argc, char **argv, struct op
     for (int i = 1; i < argc; i++) {
         err = opts_next(&opt_table, argc, argv, &i, &d, &v, e);
         if (err == OPTS_VERSION) {
-            printf(PROG " " HTTPD_VERSION "\n");
+            printf(PROG " %s\n", httpd_version());
             exit(EXIT_SUCCESS);
         }
         if (err == OPTS_HELP) {

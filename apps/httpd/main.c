@@ -23,6 +23,7 @@
 #include "access_log.h"
 #include "http_service.h"
 #include "httpd_options.h"
+#include "version.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -112,7 +113,7 @@ static void on_started(struct cr_server *s, void *arg)
                  (unsigned long long)o->promotion_delay_us);
     else if (ss.promotion != NULL)
         snprintf(promotion, sizeof(promotion), ", promotion %s", ss.promotion);
-    CR_LOG(CR_LOG_INFO, PROG " " HTTPD_VERSION ": root %s, model %s%s%s%s%s", o->http.root,
+    CR_LOG(CR_LOG_INFO, PROG " %s: root %s, model %s%s%s%s%s", httpd_version(), o->http.root,
            ss.model, sets, promotion, o->config != NULL ? ", config " : "",
            o->config != NULL ? o->config : "");
 }

@@ -122,7 +122,7 @@ int status_timeline_render(struct cr_server *srv, const char *query, size_t quer
  * the legend, a lane per row; the window is the zoom (buttons, or the wheel
  * over the chart); Pause freezes what is drawn. */
 static const char section[] =
-    "<h2 id=\"timeline\">Timeline</h2>\n"
+    "<div id=\"tlsec\"><h2 id=\"timeline\">Timeline</h2>\n"
     "<p class=tlbar><button id=tlpause>Pause</button> Window: "
     "<button data-w=100>0.1 s</button><button data-w=500>0.5 s</button>"
     "<button data-w=1000>1 s</button><button data-w=3000>3 s</button>"
@@ -131,7 +131,7 @@ static const char section[] =
     "</canvas>\n<div id=tllegend class=tllegend></div>\n"
     "<style>.tlbar button{margin-right:.3em}.tllegend span{display:inline-block;margin:.2em "
     ".8em .2em 0}.tllegend i{display:inline-block;width:1em;height:1em;vertical-align:middle;"
-    "margin-right:.3em;border:1px solid #999}</style>\n"
+    "margin-right:.3em;border:1px solid #999}</style></div>\n"
     "<script>\n"
     "(function(){\n"
     "var cv=document.getElementById('tl'),cx=cv.getContext('2d');\n"
@@ -175,7 +175,8 @@ static const char section[] =
     "' lanes, last '+(d.window_ms/1000)+' s'+(paused?' (paused)':'');"
     "cv.dataset.lanes=d.lanes.length;cv.dataset.updates=++seen;}\n"
     "function poll(){if(paused)return;fetch(url+'?window='+win,{cache:'no-store'}).then("
-    "function(r){return r.json();}).then(function(d){if(!data)legend(d);data=d;draw();})"
+    "function(r){if(r.status===404){document.getElementById('tlsec').style.display='none';"
+    "paused=true;throw 0;}return r.json();}).then(function(d){if(!data)legend(d);data=d;draw();})"
     ".catch(function(){});}\n"
     "document.getElementById('tlpause').onclick=function(){paused=!paused;"
     "this.textContent=paused?'Resume':'Pause';draw();if(!paused)poll();};\n"

@@ -596,6 +596,9 @@ static void test_remote_status(const char *root)
         got = status_via(addr, port, "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n");
         CHECK(got == (v == 0 ? 403 : 200), "status page from %s%s: %d", text,
               v == 0 ? "" : " with --status-allow-remote", got);
+        got = status_via(addr, port, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+        CHECK(got == (v == 0 ? 403 : 200), "metrics from %s%s: %d", text,
+              v == 0 ? "" : " with --status-allow-remote", got);
         CHECK(status_via(addr, port, "GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n") == 200,
               "a file from %s", text);
         CHECK(hc_status(port, "GET /server-status HTTP/1.1\r\nHost: t\r\n\r\n") == 200,

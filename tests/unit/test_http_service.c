@@ -159,7 +159,7 @@ START_TEST(status_path_is_configurable_and_can_be_off)
     struct fixture f;
     struct cr_test_client cl;
     char head[4096];
-    char body[4096];
+    char body[65536]; /* the status page */
     size_t blen;
 
     /* Off: the path is an ordinary (missing) file. */
@@ -342,7 +342,7 @@ START_TEST(reconfigure_switches_the_root_or_keeps_the_old_one)
     struct cr_test_client cl;
     char addr[64];
     char head[4096];
-    char body[4096];
+    char body[65536]; /* the status page */
     size_t blen;
 
     snprintf(a, sizeof(a), "/tmp/cr-hsvc-XXXXXX");
