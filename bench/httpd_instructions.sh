@@ -10,7 +10,7 @@
 set -u -o pipefail
 
 me=bench/httpd_instructions.sh
-usage="usage: $me [--build DIR]... [--seconds N] [--conns N] [--browser]
+usage="usage: $me [--build DIR [--flags FLAGS]]... [--seconds N] [--conns N] [--browser]
        $me --help"
 
 help() {
@@ -28,6 +28,10 @@ build/release/cabrank-httpd is the same program without the profile).
 
   --build DIR    a build directory holding cabrank-httpd (default build);
                  repeat to compare builds, e.g. --build /tmp/old/build --build build
+  --flags FLAGS  cabrank-httpd flags for the --build before it (a column of
+                 their own: the same build under two sets of flags compares
+                 the flags, e.g. --build build --build build --flags
+                 '--timeline off')
                  (last/first under 1: the last build runs fewer)
   --seconds N    measured seconds of load per build (default 3)
   --conns N      wrk connections (default 8)
@@ -44,15 +48,23 @@ die() { # exit-code message: one line on stderr
 }
 
 builds=()
+bflags=()
 seconds=3
 conns=8
 fields=()
 while [ $# -gt 0 ]; do
     case "$1" in
-    --build | --seconds | --conns)
+    --build | --flags | --seconds | --conns)
         [ $# -ge 2 ] || die 2 "$1 needs a value ($me --help)"
         case "$1" in
-        --build) builds+=("$2") ;;
+        --build)
+            builds+=("$2")
+            bflags+=("")
+            ;;
+        --flags)
+            [ ${#builds[@]} -gt 0 ] || die 2 "--flags follows the --build it is for ($me --help)"
+            bflags[${#bflags[@]} - 1]=$2
+            ;;
         --seconds) seconds=$2 ;;
         --conns) conns=$2 ;;
         esac
@@ -75,7 +87,10 @@ while [ $# -gt 0 ]; do
     *) die 2 "unknown argument '$1' ($me --help)" ;;
     esac
 done
-[ ${#builds[@]} -gt 0 ] || builds=(build)
+if [ ${#builds[@]} -eq 0 ]; then
+    builds=(build)
+    bflags=("")
+fi
 [[ $seconds =~ ^[1-9][0-9]*$ ]] || die 2 "--seconds wants a whole number of seconds, not '$seconds'"
 [[ $conns =~ ^[1-9][0-9]*$ ]] || die 2 "--conns wants a whole number, not '$conns'"
 for tool in valgrind callgrind_control callgrind_annotate wrk curl; do
@@ -98,12 +113,14 @@ printf 'Hello, world\n' >"$work/root/hello.txt"
 # The request path's parts, as callgrind names them (file:function).
 parts=(http_input http_parse_request http_path_normalize http_file_cache_get write_head flush)
 
-# measure K BUILD: leaves "TOTAL n" and "PART n" lines (instructions per request) in $work/K.txt
+# measure K BUILD FLAGS: leaves "TOTAL n" and "PART n" lines (instructions per request) in $work/K.txt
 measure() {
     local k=$1 bin=$2/cabrank-httpd out=$work/$1.cg port="" n
+    local -a extra
+    read -r -a extra <<<"$3"
     valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$out" "$bin" \
         --listen 127.0.0.1:0 --root "$work/root" --max-requests-per-connection 1000000 \
-        >"$work/$k.log" 2>&1 &
+        "${extra[@]}" >"$work/$k.log" 2>&1 &
     server=$!
     for _ in $(seq 150); do
         port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/$k.log" | head -1)
@@ -137,17 +154,20 @@ $(tail -5 "$work/$k.log")"
 }
 
 cmd="$me"
-for b in "${builds[@]}"; do cmd+=" --build $b"; done
+for k in "${!builds[@]}"; do
+    cmd+=" --build ${builds[$k]}"
+    [ -z "${bflags[$k]}" ] || cmd+=" --flags '${bflags[$k]}'"
+done
 cmd+=" --seconds $seconds --conns $conns"
 [ ${#fields[@]} -eq 0 ] || cmd+=" --browser"
 echo "# $cmd"
 echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(uname -r), wrk -t1 -c$conns -d${seconds}s on a 13-byte hello.txt$([ ${#fields[@]} -eq 0 ] || echo ", browser fields")"
 for k in "${!builds[@]}"; do
-    measure "$k" "${builds[$k]}"
+    measure "$k" "${builds[$k]}" "${bflags[$k]}"
 done
 
 printf '\n| instructions per request |'
-for b in "${builds[@]}"; do printf ' %s |' "$b"; done
+for k in "${!builds[@]}"; do printf ' %s |' "${builds[$k]}${bflags[$k]:+ ${bflags[$k]}}"; done
 [ ${#builds[@]} -gt 1 ] && printf ' last/first |'
 printf '\n|---|'
 for _ in "${builds[@]}"; do printf -- '---:|'; done
