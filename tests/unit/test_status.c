@@ -100,7 +100,7 @@ START_TEST(connections_are_listed_with_state_and_request)
     ck_assert_int_eq(status_create(&st, 2), 0);
     open_v4(st, &a, 0, 4242, 1);
     open_v4(st, &b, 1, 4343, 1);
-    status_conn_request(st, &b, "GET", 3, "/x?a=<b>&c=\"d\"", 15, 1, 2);
+    status_conn_request(st, &b, "GET", 3, "/x?a=<b>&c=\"d\"", sizeof("/x?a=<b>&c=\"d\"") - 1, 1, 2);
     page = render(st, STATUS_JSON);
     ck_assert_ptr_nonnull(strstr(page, "\"connections\":{\"total\":2,\"listed\":2,"));
     ck_assert_ptr_nonnull(strstr(page, "{\"client\":\"127.0.0.1:4242\",\"state\":\"reading\""));
