@@ -46,7 +46,8 @@ static const char usage[] =
     "  --httpd PATH        cabrank-httpd (default: beside this program)\n"
     "  --help              this text\n"
     "\n"
-    "The last line reads: advise: rule=RULE pick=\"FLAGS\" won=yes|no\n";
+    "The last line reads: advise: rule=RULE pick=\"FLAGS\" won=yes|tie|no (tie: it lost by less\n"
+    "than the spread of the rounds, which this machine cannot tell from noise)\n";
 
 struct advise_opts {
     struct advise_load l;
@@ -241,47 +242,23 @@ static bool pick_won(const struct advise_result *res, int n, int *best)
     return res[0].rps >= TIE * res[*best].rps && res[0].cpu_us < res[*best].cpu_us;
 }
 
-static void verify(const struct advise_opts *o, const struct advise_rec *rec)
+/* The spread of a configuration's rounds: (best - worst) / best req/s; 0 with one round. */
+static double spread(const struct advise_result *best, double worst)
 {
-    struct advise_choice c[MAX_CANDIDATES];
-    struct advise_result res[MAX_CANDIDATES];
-    char flags[MAX_CANDIDATES][128];
-    int n = 1 + (o->runners < rec->nrunners ? o->runners : rec->nrunners);
+    return best->err == 0 && best->rps > 0 && worst <= best->rps ? 1 - worst / best->rps : 0;
+}
+
+static void verdict(const struct advise_rec *rec, const struct advise_result *res,
+                    const double *worst, char flags[][128], int n)
+{
     int best;
-    bool won;
+    bool won = pick_won(res, n, &best);
+    /* A loss by less than the rounds' own spread is a tie: the machine could not tell them
+     * apart. */
+    double noise = best > 0 ? fmax(spread(&res[0], worst[0]), spread(&res[best], worst[best])) : 0;
+    bool tie = !won && best > 0 && res[0].err == 0 && res[0].errors == 0 &&
+               res[best].rps - res[0].rps <= noise * res[best].rps;
 
-    c[0] = rec->pick;
-    for (int i = 1; i < n; i++)
-        c[i] = rec->runners[i - 1];
-    for (int i = 0; i < n; i++) {
-        bench_advise_flags(&c[i], flags[i], sizeof(flags[i]));
-        res[i] = (struct advise_result){.rps = NAN, .err = -EAGAIN};
-    }
-    for (int round = 0; round < o->repeat; round++) {
-        for (int k = 0; k < n; k++) {
-            int i = round % 2 ? n - 1 - k : k;
-            struct advise_result r;
-
-            bench_advise_run(&o->l, &c[i], NULL, &r);
-            if (r.err < 0)
-                fprintf(stderr, "cabrank-bench advise: %s: %s\n", flags[i], strerror(-r.err));
-            if (res[i].err < 0 || (r.err == 0 && r.rps > res[i].rps))
-                res[i] = r;
-        }
-    }
-    printf("verification: the same load, %.1f s per run, %d round%s (each keeps its best):\n",
-           o->l.seconds, o->repeat, o->repeat > 1 ? "s" : "");
-    printf("  %-52s %10s %10s %11s %13s %7s\n", "configuration", "req/s", "p99 us", "CPU us/req",
-           "KiB/idle conn", "errors");
-    for (int i = 0; i < n; i++) {
-        if (res[i].err < 0) {
-            printf("%s %-52s failed: %s\n", i ? " " : "*", flags[i], strerror(-res[i].err));
-            continue;
-        }
-        printf("%s %-52s %10.0f %10.0f %11.1f %13.1f %7u\n", i ? " " : "*", flags[i], res[i].rps,
-               res[i].p99_us, res[i].cpu_us, res[i].mem_per_conn_kb, res[i].errors);
-    }
-    won = pick_won(res, n, &best);
     if (n == 1)
         printf("verdict: no runner-up run (--runners 0)\n");
     else if (best < 0)
@@ -294,12 +271,66 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
         printf("verdict: the recommendation won on CPU per request (%.1f us against %.1f) within "
                "%.0f%% of the best runner-up's req/s (%s)\n",
                res[0].cpu_us, res[best].cpu_us, (1 - TIE) * 100, flags[best]);
+    else if (tie)
+        printf("verdict: a tie, NOT a win: %s served %.0f req/s, %.0f%% more, but the rounds of "
+               "each varied by up to %.0f%%: this machine could not tell them apart\n",
+               flags[best], res[best].rps, 100 * (res[best].rps / fmax(res[0].rps, 1) - 1),
+               100 * noise);
     else
         printf("verdict: the recommendation did NOT win: %s served %.0f req/s at %.1f us CPU per "
                "request, against its %.0f at %.1f us\n",
                flags[best], res[best].rps, res[best].cpu_us, res[0].rps, res[0].cpu_us);
     printf("advise: rule=%s pick=\"%s\" won=%s\n", rec->rule, flags[0],
-           n > 1 && won ? "yes" : "no");
+           n > 1 && won ? "yes"
+           : tie        ? "tie"
+                        : "no");
+}
+
+static void verify(const struct advise_opts *o, const struct advise_rec *rec)
+{
+    struct advise_choice c[MAX_CANDIDATES];
+    struct advise_result res[MAX_CANDIDATES];
+    double worst[MAX_CANDIDATES];
+    char flags[MAX_CANDIDATES][128];
+    int n = 1 + (o->runners < rec->nrunners ? o->runners : rec->nrunners);
+
+    c[0] = rec->pick;
+    for (int i = 1; i < n; i++)
+        c[i] = rec->runners[i - 1];
+    for (int i = 0; i < n; i++) {
+        bench_advise_flags(&c[i], flags[i], sizeof(flags[i]));
+        res[i] = (struct advise_result){.rps = NAN, .err = -EAGAIN};
+        worst[i] = INFINITY;
+    }
+    for (int round = 0; round < o->repeat; round++) {
+        for (int k = 0; k < n; k++) {
+            int i = round % 2 ? n - 1 - k : k;
+            struct advise_result r;
+
+            bench_advise_run(&o->l, &c[i], NULL, &r);
+            if (r.err < 0)
+                fprintf(stderr, "cabrank-bench advise: %s: %s\n", flags[i], strerror(-r.err));
+            else
+                worst[i] = fmin(worst[i], r.rps);
+            if (res[i].err < 0 || (r.err == 0 && r.rps > res[i].rps))
+                res[i] = r;
+        }
+    }
+    printf("verification: the same load, %.1f s per run, %d round%s (each keeps its best; spread: "
+           "how much its worst round fell short):\n",
+           o->l.seconds, o->repeat, o->repeat > 1 ? "s" : "");
+    printf("  %-52s %10s %7s %10s %11s %13s %7s\n", "configuration", "req/s", "spread", "p99 us",
+           "CPU us/req", "KiB/idle conn", "errors");
+    for (int i = 0; i < n; i++) {
+        if (res[i].err < 0) {
+            printf("%s %-52s failed: %s\n", i ? " " : "*", flags[i], strerror(-res[i].err));
+            continue;
+        }
+        printf("%s %-52s %10.0f %6.0f%% %10.0f %11.1f %13.1f %7u\n", i ? " " : "*", flags[i],
+               res[i].rps, 100 * spread(&res[i], worst[i]), res[i].p99_us, res[i].cpu_us,
+               res[i].mem_per_conn_kb, res[i].errors);
+    }
+    verdict(rec, res, worst, flags, n);
 }
 
 int bench_advise_main(int argc, char **argv)
