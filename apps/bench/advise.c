@@ -214,9 +214,8 @@ static int probe(const struct advise_opts *o, unsigned cores, struct advise_trai
     if (isnan(t->block_share))
         printf("  handlers that block      unknown (too few requests timed)\n");
     else
-        printf("  handlers that block      %.1f%% of requests took over %.0f ms%s\n",
-               t->block_share * 100, fmax(ADVISE_BLOCK_MIN_US, 10 * t->service_us) / 1000,
-               isnan(t->block_us) ? "" : "");
+        printf("  handlers that block      %.1f%% of requests took over %.1f ms\n",
+               t->block_share * 100, fmax(ADVISE_BLOCK_MIN_US, 10 * t->service_us) / 1000);
     if (!isnan(t->block_us))
         printf("                           median of those %.1f ms\n", t->block_us / 1000);
     printf("  server CPU per request   %.1f us (%.0f req/s under the load)\n", t->cpu_us, r.rps);

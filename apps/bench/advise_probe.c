@@ -1,10 +1,10 @@
 /*
  * advise_probe.c - the measuring half of `cabrank-bench advise`: starts the service (cabrank-httpd,
- * or the line server forked here) under one choice of model, times requests from one client (the
- * service time and how often handlers block), opens the idle keep-alive connections the clients
- * hold and reads the server's resident memory before and after (memory per connection), then runs
- * the clients' load (wrk, or the line load with its share of blocking requests) and reads the
- * server's CPU time around it. Called by advise.c on the program's thread; owns each server it
+ * or the line server line_server.c forks) under one choice of model, times requests from one client
+ * (the service time and how often handlers block), opens the idle keep-alive connections the
+ * clients hold and reads the server's resident memory before and after (memory per connection),
+ * then runs the clients' load (wrk, or the line load with its share of blocking requests) and reads
+ * the server's CPU time around it. Called by advise.c on the program's thread; owns each server it
  * starts until the run returns.
  */
 #include <cabrank/server.h>
