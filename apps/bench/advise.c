@@ -28,8 +28,9 @@ static const char usage[] =
     "selection guideline (docs/models.md), and runs the recommendation against its runners-up\n"
     "under the same load, printing the table and whether it won.\n"
     "\n"
-    "  --service NAME      httpd (cabrank-httpd serving files) or line (the line-protocol test\n"
-    "                      service) (default httpd)\n"
+    "  --service NAME      httpd (cabrank-httpd serving files), line (the line-protocol test\n"
+    "                      service) or ledger (cabrank-ledger on a fresh SQLite file, transfers\n"
+    "                      from cabrank-oltp-load) (default httpd)\n"
     "  --root DIR          httpd: document root (default: a temporary one with hello.txt, 1k.bin,\n"
     "                      64k.bin, 1m.bin)\n"
     "  --files LIST        httpd: the file mix, paths below the root requested round-robin\n"
@@ -43,7 +44,8 @@ static const char usage[] =
     "  --runners N         runners-up verified against the recommendation, 0..3 (default 2)\n"
     "  --repeat N          rounds of the verification, order reversed each round; each\n"
     "                      configuration keeps its best round (default 1, at most 5)\n"
-    "  --httpd PATH        cabrank-httpd (default: beside this program)\n"
+    "  --httpd PATH        cabrank-httpd (default: beside this program); cabrank-ledger and\n"
+    "                      cabrank-oltp-load are taken from its directory\n"
     "  --help              this text\n"
     "\n"
     "The last line reads: advise: rule=RULE pick=\"FLAGS\" won=yes|tie|no (tie: it lost by less\n"
@@ -103,6 +105,8 @@ static void parse(struct advise_opts *o, int argc, char **argv)
             o->l.service = ADVISE_HTTPD;
         else if (strcmp(a, "--service") == 0 && v != NULL && strcmp(v, "line") == 0)
             o->l.service = ADVISE_LINE;
+        else if (strcmp(a, "--service") == 0 && v != NULL && strcmp(v, "ledger") == 0)
+            o->l.service = ADVISE_LEDGER;
         else if (strcmp(a, "--root") == 0 && v != NULL)
             o->l.root = v;
         else if (strcmp(a, "--files") == 0 && v != NULL)
@@ -174,12 +178,28 @@ static void describe(const struct advise_opts *o, unsigned cores)
             printf(" %s", l->paths[i]);
         printf("; clients: %u connections, %s, %u idle keep-alive besides\n", l->active,
                l->close ? "closed after each request" : "keep-alive", l->idle);
+    } else if (l->service == ADVISE_LEDGER) {
+        printf("service: cabrank-ledger on %s; clients: %u connections of cabrank-oltp-load, "
+               "transfers, closed loop, %u idle besides\n",
+               l->db, l->active, l->idle);
     } else {
         printf("service: line protocol, %.0f%% of handlers block %u ms; clients: %u "
                "connections, keep-alive, %u idle besides\n",
                l->block_share * 100, l->handler_ms, l->active, l->idle);
     }
     printf("cores at hand: %u; each run %.1f s\n\n", cores, l->seconds);
+}
+
+/* The program name beside the httpd (the same build directory) into out. */
+static const char *beside(const char *httpd, const char *name, char *out, size_t cap)
+{
+    const char *slash = strrchr(httpd, '/');
+
+    if (slash == NULL)
+        snprintf(out, cap, "%s", name);
+    else
+        snprintf(out, cap, "%.*s/%s", (int)(slash - httpd), httpd, name);
+    return out;
 }
 
 /* The probe under lf: the characteristics, printed. 0 or -errno. */
@@ -209,13 +229,15 @@ static int probe(const struct advise_opts *o, unsigned cores, struct advise_trai
     printf("probe (lf, %.1f s at one client, then the load):\n", o->l.seconds / 2);
     printf("  connection rate          %.1f new connections/s\n", t->conn_rate);
     printf("  requests per connection  %.1f\n", t->req_per_conn);
-    printf("  service time             median %.0f us at one client (%u requests timed)\n",
+    printf("  service time             median %.0f us at one client, of the requests that did not "
+           "block (%u timed)\n",
            t->service_us, lat.samples);
     if (isnan(t->block_share))
         printf("  handlers that block      unknown (too few requests timed)\n");
     else
-        printf("  handlers that block      %.1f%% of requests took over %.1f ms\n",
-               t->block_share * 100, fmax(ADVISE_BLOCK_MIN_US, 10 * t->service_us) / 1000);
+        printf("  handlers that block      %.1f%% of requests took over %.1f ms (1 ms, and 10 "
+               "times the %.0f us of server CPU per request at one client)\n",
+               t->block_share * 100, lat.limit_us / 1000, lat.cpu_us);
     if (!isnan(t->block_us))
         printf("                           median of those %.1f ms\n", t->block_us / 1000);
     printf("  server CPU per request   %.1f us (%.0f req/s under the load)\n", t->cpu_us, r.rps);
@@ -342,6 +364,9 @@ int bench_advise_main(int argc, char **argv)
     char dir[PATH_MAX];
     char script[PATH_MAX];
     char log[PATH_MAX + 32];
+    char db[PATH_MAX + 32];
+    char ledger[PATH_MAX + 32];
+    char oltp_load[PATH_MAX + 32];
     char flags[128];
     struct advise_traits t;
     struct advise_rec rec;
@@ -367,6 +392,10 @@ int bench_advise_main(int argc, char **argv)
     }
     snprintf(log, sizeof(log), "%s/run/servers.log", dir);
     o.l.log = log;
+    snprintf(db, sizeof(db), "%s/run/ledger.db", dir);
+    o.l.db = db;
+    o.l.ledger = beside(o.l.httpd, "cabrank-ledger", ledger, sizeof(ledger));
+    o.l.oltp_load = beside(o.l.httpd, "cabrank-oltp-load", oltp_load, sizeof(oltp_load));
     if (o.l.root == NULL) {
         static char root[PATH_MAX + 8];
 

@@ -22,15 +22,15 @@
 
 /* What the probes measured of a service; NAN where unknown. */
 struct advise_traits {
-    unsigned cores;         /* CPUs this program may use (sched_getaffinity) */
-    double conn_rate;       /* new connections per second the clients made */
-    double req_per_conn;    /* requests per connection */
-    double service_us;      /* median response time at one client, µs */
-    double cpu_us;          /* server CPU per request under load, µs */
-    double block_share;     /* share of requests that blocked (0..1); NAN: unknown */
-    double block_us;        /* median time of a blocked request, µs */
-    unsigned active;        /* connections with a request in flight (the clients' load) */
-    unsigned idle;          /* idle keep-alive connections the clients hold besides */
+    unsigned cores;      /* CPUs this program may use (sched_getaffinity) */
+    double conn_rate;    /* new connections per second the clients made */
+    double req_per_conn; /* requests per connection */
+    double service_us;   /* median response at one client of the requests that did not block, µs */
+    double cpu_us;       /* server CPU per request under load, µs */
+    double block_share;  /* share of requests that blocked (0..1); NAN: unknown */
+    double block_us;     /* median time of a blocked request, µs */
+    unsigned active;     /* connections with a request in flight (the clients' load) */
+    unsigned idle;       /* idle keep-alive connections the clients hold besides */
     double mem_per_conn_kb; /* resident memory per idle connection under the probe's model */
 };
 
@@ -61,13 +61,16 @@ void bench_advise_flags(const struct advise_choice *c, char *buf, size_t cap);
 
 /* ------------------------------------------------------------ probes (advise_probe.c) */
 
-enum advise_service { ADVISE_HTTPD, ADVISE_LINE };
+enum advise_service { ADVISE_HTTPD, ADVISE_LINE, ADVISE_LEDGER };
 
 /* The service and its clients, from the command line. */
 struct advise_load {
     enum advise_service service;
-    const char *httpd; /* cabrank-httpd */
-    const char *root;  /* httpd: document root */
+    const char *httpd;     /* cabrank-httpd */
+    const char *ledger;    /* ledger: cabrank-ledger */
+    const char *oltp_load; /* ledger: cabrank-oltp-load, its load */
+    const char *db;        /* ledger: the SQLite file all runs share */
+    const char *root;      /* httpd: document root */
     char paths[8][256];
     int npaths;          /* httpd: the file mix, URL paths requested round-robin */
     const char *script;  /* httpd: wrk's Lua (report and the mix) */
@@ -93,12 +96,14 @@ struct advise_result {
     int err; /* 0, or -errno: the run failed (nothing else valid) */
 };
 
-/* The sequential probe at one client: median time, share of blocked requests and their
- * median time. */
+/* The sequential probe at one client: median time, share of blocked requests (slower than
+ * ADVISE_BLOCK_MIN_US and ten times the server's CPU per request) and their median time. */
 struct advise_latency {
-    double median_us;
+    double median_us; /* of the requests that did not block */
     double block_share;
     double block_us;
+    double limit_us; /* a request slower than this blocked */
+    double cpu_us;   /* the server's CPU per request at one client */
     unsigned samples;
 };
 

@@ -81,7 +81,7 @@ static void blocking(const struct advise_traits *t, unsigned cores, bool unknown
     else
         say(r,
             "handlers block: %.0f%% of requests took %.1f ms at one client, against a median of "
-            "%.0f us.\n",
+            "%.0f us for the others.\n",
             t->block_share * 100, t->block_us / 1000, t->service_us);
     say(r,
         "A blocked handler holds its thread, so the Worker Pool is sized for the requests blocked "
@@ -115,8 +115,8 @@ void bench_advise_decide(const struct advise_traits *t, struct advise_rec *r)
     }
     say(r,
         "handlers are short and do not block: median %.0f us at one client, %.1f us of server CPU "
-        "per request, %.1f%% of requests slower than %.0f ms.\n",
-        t->service_us, t->cpu_us, t->block_share * 100, ADVISE_BLOCK_MIN_US / 1000);
+        "per request, %.1f%% of requests blocked.\n",
+        t->service_us, t->cpu_us, t->block_share * 100);
     if (cores == 1) {
         r->rule = "one-core";
         r->pick = reactor;
