@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 #define MAX_CANDIDATES (1 + ADVISE_RUNNERS)
-#define TIE            0.97 /* req/s within 3%: a tie one run cannot break; CPU decides */
 
 static const char usage[] =
     "usage: cabrank-bench advise [options]\n"
@@ -247,71 +246,48 @@ static int probe(const struct advise_opts *o, unsigned cores, struct advise_trai
     return 0;
 }
 
-/* Whether candidate 0 won against the best runner-up (*best, the most req/s of the others): more
- * req/s, or within TIE of its req/s with less CPU per request. */
-static bool pick_won(const struct advise_result *res, int n, int *best)
-{
-    *best = -1;
-    for (int i = 1; i < n; i++) {
-        if (res[i].err == 0 && (*best < 0 || res[i].rps > res[*best].rps))
-            *best = i;
-    }
-    if (res[0].err < 0 || res[0].errors > 0)
-        return false;
-    if (*best < 0 || res[0].rps >= res[*best].rps)
-        return true;
-    return res[0].rps >= TIE * res[*best].rps && res[0].cpu_us < res[*best].cpu_us;
-}
-
-/* The spread of a configuration's rounds: (best - worst) / best req/s; 0 with one round. */
-static double spread(const struct advise_result *best, double worst)
-{
-    return best->err == 0 && best->rps > 0 && worst <= best->rps ? 1 - worst / best->rps : 0;
-}
-
 static void verdict(const struct advise_rec *rec, const struct advise_result *res,
-                    const double *worst, char flags[][128], int n)
+                    char flags[][128], int n)
 {
     int best;
-    bool won = pick_won(res, n, &best);
-    /* A loss by less than the rounds' own spread is a tie: the machine could not tell them
-     * apart. */
-    double noise = best > 0 ? fmax(spread(&res[0], worst[0]), spread(&res[best], worst[best])) : 0;
-    bool tie = !won && best > 0 && res[0].err == 0 && res[0].errors == 0 &&
-               res[best].rps - res[0].rps <= noise * res[best].rps;
+    double noise;
+    enum advise_verdict v = bench_advise_judge(res, n, &best, &noise);
 
     if (n == 1)
         printf("verdict: no runner-up run (--runners 0)\n");
-    else if (best < 0)
+    else if (v == ADVISE_WON && best < 0)
         printf("verdict: the recommendation won: every runner-up failed\n");
-    else if (won && res[0].rps >= res[best].rps)
+    else if (v == ADVISE_WON && res[0].rps >= res[best].rps)
         printf("verdict: the recommendation won: %.0f req/s, %.0f%% more than the best runner-up "
                "(%s)\n",
                res[0].rps, 100 * (res[0].rps / fmax(res[best].rps, 1) - 1), flags[best]);
-    else if (won)
+    else if (v == ADVISE_WON)
         printf("verdict: the recommendation won on CPU per request (%.1f us against %.1f) within "
                "%.0f%% of the best runner-up's req/s (%s)\n",
-               res[0].cpu_us, res[best].cpu_us, (1 - TIE) * 100, flags[best]);
-    else if (tie)
+               res[0].cpu_us, res[best].cpu_us, (1 - ADVISE_CPU_TIE) * 100, flags[best]);
+    else if (v == ADVISE_TIE)
         printf("verdict: a tie, NOT a win: %s served %.0f req/s, %.0f%% more, but the rounds of "
                "each varied by up to %.0f%%: this machine could not tell them apart\n",
                flags[best], res[best].rps, 100 * (res[best].rps / fmax(res[0].rps, 1) - 1),
                100 * noise);
+    else if (res[0].err < 0 || res[0].errors > 0)
+        printf("verdict: the recommendation did NOT win: it %s\n",
+               res[0].err < 0 ? "failed" : "had errors");
     else
         printf("verdict: the recommendation did NOT win: %s served %.0f req/s at %.1f us CPU per "
                "request, against its %.0f at %.1f us\n",
                flags[best], res[best].rps, res[best].cpu_us, res[0].rps, res[0].cpu_us);
     printf("advise: rule=%s pick=\"%s\" won=%s\n", rec->rule, flags[0],
-           n > 1 && won ? "yes"
-           : tie        ? "tie"
-                        : "no");
+           n == 1            ? "no"
+           : v == ADVISE_WON ? "yes"
+           : v == ADVISE_TIE ? "tie"
+                             : "no");
 }
 
 static void verify(const struct advise_opts *o, const struct advise_rec *rec)
 {
     struct advise_choice c[MAX_CANDIDATES];
     struct advise_result res[MAX_CANDIDATES];
-    double worst[MAX_CANDIDATES];
     char flags[MAX_CANDIDATES][128];
     int n = 1 + (o->runners < rec->nrunners ? o->runners : rec->nrunners);
 
@@ -321,7 +297,6 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
     for (int i = 0; i < n; i++) {
         bench_advise_flags(&c[i], flags[i], sizeof(flags[i]));
         res[i] = (struct advise_result){.rps = NAN, .err = -EAGAIN};
-        worst[i] = INFINITY;
     }
     for (int round = 0; round < o->repeat; round++) {
         for (int k = 0; k < n; k++) {
@@ -329,12 +304,15 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
             struct advise_result r;
 
             bench_advise_run(&o->l, &c[i], NULL, &r);
+            double worst = res[i].err == 0 ? res[i].worst_rps : INFINITY;
+
             if (r.err < 0)
                 fprintf(stderr, "cabrank-bench advise: %s: %s\n", flags[i], strerror(-r.err));
             else
-                worst[i] = fmin(worst[i], r.rps);
+                worst = fmin(worst, r.rps);
             if (res[i].err < 0 || (r.err == 0 && r.rps > res[i].rps))
                 res[i] = r;
+            res[i].worst_rps = worst;
         }
     }
     printf("verification: the same load, %.1f s per run, %d round%s (each keeps its best; spread: "
@@ -348,10 +326,10 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
             continue;
         }
         printf("%s %-52s %10.0f %6.0f%% %10.0f %11.1f %13.1f %7u\n", i ? " " : "*", flags[i],
-               res[i].rps, 100 * spread(&res[i], worst[i]), res[i].p99_us, res[i].cpu_us,
+               res[i].rps, 100 * bench_advise_spread(&res[i]), res[i].p99_us, res[i].cpu_us,
                res[i].mem_per_conn_kb, res[i].errors);
     }
-    verdict(rec, res, worst, flags, n);
+    verdict(rec, res, flags, n);
 }
 
 int bench_advise_main(int argc, char **argv)

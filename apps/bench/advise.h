@@ -19,6 +19,7 @@
 #define ADVISE_TASK_CONNS_MAX  64     /* open connections a task each can hold */
 #define ADVISE_REACTOR_CORES   2      /* one thread keeps up on this many cores or fewer */
 #define ADVISE_THREADS_MAX     512
+#define ADVISE_CPU_TIE         0.97 /* req/s within 3%: less CPU per request decides */
 
 /* What the probes measured of a service; NAN where unknown. */
 struct advise_traits {
@@ -83,9 +84,10 @@ struct advise_load {
     const char *log;     /* servers' stderr; NULL: ours */
 };
 
-/* One run of the load against a choice. NAN where not measured. */
+/* One run of the load against a choice (the best of its rounds). NAN where not measured. */
 struct advise_result {
     double rps;
+    double worst_rps; /* its worst round's */
     double p99_us;
     double cpu_us;          /* server CPU per request */
     double mem_per_conn_kb; /* resident memory per idle connection (idle > 0) */
@@ -106,6 +108,21 @@ struct advise_latency {
     double cpu_us;   /* the server's CPU per request at one client */
     unsigned samples;
 };
+
+enum advise_verdict { ADVISE_WON, ADVISE_TIE, ADVISE_LOST };
+
+/* How far a configuration's worst round fell short of its best: 1 - worst / best req/s. */
+double bench_advise_spread(const struct advise_result *r);
+
+/*
+ * Judges res[0], the pick, against the runners-up res[1..n): *best is the runner-up that served
+ * the most (-1: none measured). Won: the pick served at least as many requests, or over
+ * ADVISE_CPU_TIE of them with less CPU per request (a runner-up that failed is beaten). Tie: it
+ * lost by less than the larger spread of the two (*noise), which this machine cannot tell from
+ * noise. Lost otherwise, or when the pick failed or had errors. Pure; any thread.
+ */
+enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, int *best,
+                                       double *noise);
 
 /* Starts the service under c, holds the idle connections, runs the load, stops it. With lat
  * non-NULL, first times requests from one client for seconds / 2 (lat filled). */

@@ -347,7 +347,7 @@ void bench_advise_run(const struct advise_load *l, const struct advise_choice *c
     unsigned nidle = l->idle;
     int err;
 
-    *r = (struct advise_result){NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
+    *r = (struct advise_result){NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
     err = l->service == ADVISE_HTTPD    ? start_httpd(l, c, &s)
           : l->service == ADVISE_LEDGER ? start_ledger(l, c, &s)
                                         : start_line(c, &s);

@@ -1,8 +1,9 @@
 /*
  * advise_rules.c - the selection guideline `cabrank-bench advise` follows (docs/models.md,
  * "Choosing a model"): from a service's measured characteristics to a model, its flags, the
- * reasons in the papers' terms, and the runners-up the verification runs against it. Pure
- * functions of their arguments; any thread. Called by advise.c and the unit tests.
+ * reasons in the papers' terms, and the runners-up the verification runs against it; and the
+ * verdict of that verification. Pure functions of their arguments; any thread. Called by
+ * advise.c and the unit tests.
  */
 #include "advise.h"
 
@@ -176,6 +177,30 @@ void bench_advise_decide(const struct advise_traits *t, struct advise_rec *r)
             "sets): the thread that sees an event serves it without a hand-off, and each core's "
             "set keeps its own leader, so the cores do not contend for one.\n",
             cores);
+}
+
+double bench_advise_spread(const struct advise_result *r)
+{
+    return r->err == 0 && r->rps > 0 && r->worst_rps <= r->rps ? 1 - r->worst_rps / r->rps : 0;
+}
+
+enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, int *best,
+                                       double *noise)
+{
+    *best = -1;
+    *noise = 0;
+    for (int i = 1; i < n; i++) {
+        if (res[i].err == 0 && (*best < 0 || res[i].rps > res[*best].rps))
+            *best = i;
+    }
+    if (res[0].err < 0 || res[0].errors > 0)
+        return ADVISE_LOST;
+    if (*best < 0 || res[0].rps >= res[*best].rps)
+        return ADVISE_WON;
+    if (res[0].rps >= ADVISE_CPU_TIE * res[*best].rps && res[0].cpu_us < res[*best].cpu_us)
+        return ADVISE_WON;
+    *noise = fmax(bench_advise_spread(&res[0]), bench_advise_spread(&res[*best]));
+    return res[*best].rps - res[0].rps <= *noise * res[*best].rps ? ADVISE_TIE : ADVISE_LOST;
 }
 
 void bench_advise_flags(const struct advise_choice *c, char *buf, size_t cap)
