@@ -47,8 +47,8 @@ static const char usage[] =
     "                      cabrank-oltp-load are taken from its directory\n"
     "  --help              this text\n"
     "\n"
-    "The last line reads: advise: rule=RULE pick=\"FLAGS\" won=yes|tie|no (tie: it lost by less\n"
-    "than the spread of the rounds, which this machine cannot tell from noise)\n";
+    "The last line reads: advise: rule=RULE pick=\"FLAGS\" won=yes|tie|no (tie: it served fewer\n"
+    "requests, but its best round beat the runner-up's worst: the rounds overlap)\n";
 
 struct advise_opts {
     struct advise_load l;
@@ -250,8 +250,7 @@ static void verdict(const struct advise_rec *rec, const struct advise_result *re
                     char flags[][128], int n)
 {
     int best;
-    double noise;
-    enum advise_verdict v = bench_advise_judge(res, n, &best, &noise);
+    enum advise_verdict v = bench_advise_judge(res, n, &best);
 
     if (n == 1)
         printf("verdict: no runner-up run (--runners 0)\n");
@@ -266,10 +265,10 @@ static void verdict(const struct advise_rec *rec, const struct advise_result *re
                "%.0f%% of the best runner-up's req/s (%s)\n",
                res[0].cpu_us, res[best].cpu_us, (1 - ADVISE_CPU_TIE) * 100, flags[best]);
     else if (v == ADVISE_TIE)
-        printf("verdict: a tie, NOT a win: %s served %.0f req/s, %.0f%% more, but the rounds of "
-               "each varied by up to %.0f%%: this machine could not tell them apart\n",
+        printf("verdict: a tie, NOT a win: %s served %.0f req/s, %.0f%% more, but its worst round "
+               "(%.0f) fell below this one's best: this machine could not tell them apart\n",
                flags[best], res[best].rps, 100 * (res[best].rps / fmax(res[0].rps, 1) - 1),
-               100 * noise);
+               res[best].worst_rps);
     else if (res[0].err < 0 || res[0].errors > 0)
         printf("verdict: the recommendation did NOT win: it %s\n",
                res[0].err < 0 ? "failed" : "had errors");

@@ -118,11 +118,11 @@ double bench_advise_spread(const struct advise_result *r);
  * Judges res[0], the pick, against the runners-up res[1..n): *best is the runner-up that served
  * the most (-1: none measured). Won: the pick served at least as many requests, or over
  * ADVISE_CPU_TIE of them with less CPU per request (a runner-up that failed is beaten). Tie: it
- * lost by less than the larger spread of the two (*noise), which this machine cannot tell from
- * noise. Lost otherwise, or when the pick failed or had errors. Pure; any thread.
+ * served fewer, but its best round reached the runner-up's worst, so the rounds overlap and this
+ * machine cannot tell the two apart. Lost otherwise, or when the pick failed or had errors. Pure;
+ * any thread.
  */
-enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, int *best,
-                                       double *noise);
+enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, int *best);
 
 /* Starts the service under c, holds the idle connections, runs the load, stops it. With lat
  * non-NULL, first times requests from one client for seconds / 2 (lat filled). */

@@ -184,11 +184,9 @@ double bench_advise_spread(const struct advise_result *r)
     return r->err == 0 && r->rps > 0 && r->worst_rps <= r->rps ? 1 - r->worst_rps / r->rps : 0;
 }
 
-enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, int *best,
-                                       double *noise)
+enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, int *best)
 {
     *best = -1;
-    *noise = 0;
     for (int i = 1; i < n; i++) {
         if (res[i].err == 0 && (*best < 0 || res[i].rps > res[*best].rps))
             *best = i;
@@ -199,8 +197,7 @@ enum advise_verdict bench_advise_judge(const struct advise_result *res, int n, i
         return ADVISE_WON;
     if (res[0].rps >= ADVISE_CPU_TIE * res[*best].rps && res[0].cpu_us < res[*best].cpu_us)
         return ADVISE_WON;
-    *noise = fmax(bench_advise_spread(&res[0]), bench_advise_spread(&res[*best]));
-    return res[*best].rps - res[0].rps <= *noise * res[*best].rps ? ADVISE_TIE : ADVISE_LOST;
+    return res[0].rps >= res[*best].worst_rps ? ADVISE_TIE : ADVISE_LOST;
 }
 
 void bench_advise_flags(const struct advise_choice *c, char *buf, size_t cap)
