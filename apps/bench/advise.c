@@ -8,6 +8,7 @@
 #include "advise.h"
 #include "bench_options.h"
 #include "driver.h"
+#include "report.h"
 
 #include <errno.h>
 #include <math.h>
@@ -289,6 +290,8 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
     struct advise_result res[MAX_CANDIDATES];
     char flags[MAX_CANDIDATES][128];
     int n = 1 + (o->runners < rec->nrunners ? o->runners : rec->nrunners);
+    double others = NAN; /* the most CPU other processes took during a run */
+    double load = NAN;
 
     c[0] = rec->pick;
     for (int i = 1; i < n; i++)
@@ -301,10 +304,10 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
         for (int k = 0; k < n; k++) {
             int i = round % 2 ? n - 1 - k : k;
             struct advise_result r;
+            double worst;
 
             bench_advise_run(&o->l, &c[i], NULL, &r);
-            double worst = res[i].err == 0 ? res[i].worst_rps : INFINITY;
-
+            worst = res[i].err == 0 ? res[i].worst_rps : INFINITY;
             if (r.err < 0)
                 fprintf(stderr, "cabrank-bench advise: %s: %s\n", flags[i], strerror(-r.err));
             else
@@ -312,22 +315,30 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
             if (res[i].err < 0 || (r.err == 0 && r.rps > res[i].rps))
                 res[i] = r;
             res[i].worst_rps = worst;
+            others = fmax(others, r.other_cpu);
+            load = fmax(load, r.loadavg);
         }
     }
     printf("verification: the same load, %.1f s per run, %d round%s (each keeps its best; spread: "
-           "how much its worst round fell short):\n",
+           "how much its worst round fell short; others: the machine's CPU other processes took "
+           "during it):\n",
            o->l.seconds, o->repeat, o->repeat > 1 ? "s" : "");
-    printf("  %-52s %10s %7s %10s %11s %13s %7s\n", "configuration", "req/s", "spread", "p99 us",
-           "CPU us/req", "KiB/idle conn", "errors");
+    printf("  %-52s %10s %7s %10s %11s %13s %7s %7s\n", "configuration", "req/s", "spread",
+           "p99 us", "CPU us/req", "KiB/idle conn", "errors", "others");
     for (int i = 0; i < n; i++) {
         if (res[i].err < 0) {
             printf("%s %-52s failed: %s\n", i ? " " : "*", flags[i], strerror(-res[i].err));
             continue;
         }
-        printf("%s %-52s %10.0f %6.0f%% %10.0f %11.1f %13.1f %7u\n", i ? " " : "*", flags[i],
-               res[i].rps, 100 * bench_advise_spread(&res[i]), res[i].p99_us, res[i].cpu_us,
-               res[i].mem_per_conn_kb, res[i].errors);
+        printf("%s %-52s %10.0f %6.0f%% %10.0f %11.1f %13.1f %7u %6.0f%%\n", i ? " " : "*",
+               flags[i], res[i].rps, 100 * bench_advise_spread(&res[i]), res[i].p99_us,
+               res[i].cpu_us, res[i].mem_per_conn_kb, res[i].errors, 100 * res[i].other_cpu);
     }
+    if (others > BENCH_NOISE_MAX_DEFAULT)
+        printf("noise: other processes took up to %.0f%% of the machine's CPU during these runs "
+               "(load average up to %.1f), above %.0f%%: the figures are not the service's "
+               "alone\n",
+               100 * others, load, 100 * BENCH_NOISE_MAX_DEFAULT);
     verdict(rec, res, flags, n);
 }
 

@@ -94,6 +94,8 @@ struct advise_result {
     double conns;           /* connections the load opened */
     double requests;
     double seconds;
+    double loadavg;   /* the 1-minute load average before the load */
+    double other_cpu; /* the machine's CPU share (0..1) other processes took during it */
     unsigned errors;
     int err; /* 0, or -errno: the run failed (nothing else valid) */
 };

@@ -3,9 +3,10 @@
  * or the line server line_server.c forks) under one choice of model, times requests from one client
  * (the service time and how often handlers block), opens the idle keep-alive connections the
  * clients hold and reads the server's resident memory before and after (memory per connection),
- * then runs the clients' load (wrk, or the line load with its share of blocking requests) and reads
- * the server's CPU time around it. Called by advise.c on the program's thread; owns each server it
- * starts until the run returns.
+ * then runs the clients' load (wrk, the line load with its share of blocking requests, or
+ * cabrank-oltp-load) and reads the server's CPU time around it, and the share of the machine's CPU
+ * other processes took meanwhile (machine.h). Called by advise.c on the program's thread; owns each
+ * server it starts until the run returns.
  */
 #include <cabrank/server.h>
 
@@ -14,6 +15,7 @@
 #include "../oltp/proto.h"
 #include "advise.h"
 #include "driver.h"
+#include "machine.h"
 #include "procstat.h"
 
 #include <cabrank/clock.h>
@@ -344,10 +346,12 @@ void bench_advise_run(const struct advise_load *l, const struct advise_choice *c
     struct bench_usage u0;
     struct bench_usage u1;
     struct bench_load_result lr;
+    struct bench_noise noise;
+    struct bench_row row = {0};
     unsigned nidle = l->idle;
     int err;
 
-    *r = (struct advise_result){NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
+    *r = (struct advise_result){NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, NAN, 0, 0};
     err = l->service == ADVISE_HTTPD    ? start_httpd(l, c, &s)
           : l->service == ADVISE_LEDGER ? start_ledger(l, c, &s)
                                         : start_line(c, &s);
@@ -379,8 +383,12 @@ void bench_advise_run(const struct advise_load *l, const struct advise_choice *c
         r->mem_per_conn_kb = ((double)u1.rss_kb - (double)u0.rss_kb) / nidle;
     }
     bench_usage_read(s.pid, &u0);
+    bench_noise_start(&noise, s.pid, 0);
     err = run_load(l, s.port, &lr, &r->conns);
+    bench_noise_end(&noise, s.pid, BENCH_NOISE_MAX_DEFAULT, &row);
     bench_usage_read(s.pid, &u1);
+    r->loadavg = row.loadavg_before;
+    r->other_cpu = row.other_cpu_during;
     if (err < 0)
         goto out;
     r->rps = lr.rps;
