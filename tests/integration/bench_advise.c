@@ -6,7 +6,8 @@
  * cabrank-ledger under cabrank-oltp-load's transfers, whose rule and verdict turn on the disk's
  * fsync and are printed, not checked. Each run must print its probe, a recommendation with
  * reasons, the verification table (the pick and two runners-up, every run measured) and its last
- * line "advise: rule=... pick=... won=yes|tie|no".
+ * line "advise: rule=... pick=... won=yes|tie|no"; `advise --help` prints the usage, a bad flag
+ * exits 2.
  * Release build: each of the three gets the rule its characteristics call for, their picks are
  * three different models, and no pick lost its verification (three rounds of 1 s runs, each
  * configuration's best kept): won=yes, or won=tie, fewer requests but its best round above the
@@ -149,6 +150,33 @@ static void check_output(const struct service *s, const char *out, int runners, 
         bl_fail("%s: won=%s", s->what, won);
 }
 
+/* `advise --help` prints its usage and exits 0; a bad flag exits 2. */
+static void check_cli(const char *bench, const char *dir)
+{
+    char cmd[2 * PATH_MAX + 64];
+    char out[4096];
+    FILE *p;
+    size_t got;
+    int status;
+
+    snprintf(cmd, sizeof(cmd), "'%s' advise --help", bench);
+    p = popen(cmd, "r");
+    if (p == NULL) {
+        bl_fail("popen: %s", strerror(errno));
+        return;
+    }
+    got = fread(out, 1, sizeof(out) - 1, p);
+    out[got] = '\0';
+    status = pclose(p);
+    if (status != 0 || strncmp(out, "usage: cabrank-bench advise", 27) != 0 ||
+        strstr(out, "--service NAME") == NULL)
+        bl_fail("advise --help: status 0x%x, output '%.60s'", status, out);
+    snprintf(cmd, sizeof(cmd), "'%s' advise --service nosuch 2>%s/bad.err", bench, dir);
+    status = system(cmd);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 2)
+        bl_fail("advise --service nosuch: status 0x%x, want exit 2", status);
+}
+
 int main(void)
 {
     char bench[PATH_MAX];
@@ -161,6 +189,7 @@ int main(void)
 
     if (bl_setup(bench, sizeof(bench), dir) < 0)
         return 1;
+    check_cli(bench, dir);
     if (!pin_two_cpus()) {
         cr_test_skip("bench_advise", "fewer than 2 CPUs in the mask");
         return 77;
