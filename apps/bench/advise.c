@@ -342,6 +342,20 @@ static void verify(const struct advise_opts *o, const struct advise_rec *rec)
     verdict(rec, res, flags, n);
 }
 
+/* What the servers said on stderr, for a run that failed (the directory goes with it). */
+static void show_log(const char *path)
+{
+    char line[512];
+    FILE *f = fopen(path, "r");
+
+    if (f == NULL)
+        return;
+    fprintf(stderr, "cabrank-bench advise: the servers' log:\n");
+    while (fgets(line, sizeof(line), f) != NULL)
+        fputs(line, stderr);
+    fclose(f);
+}
+
 int bench_advise_main(int argc, char **argv)
 {
     struct advise_opts o = {
@@ -355,6 +369,7 @@ int bench_advise_main(int argc, char **argv)
     char db[PATH_MAX + 32];
     char ledger[PATH_MAX + 32];
     char oltp_load[PATH_MAX + 32];
+    char root[PATH_MAX + 8];
     char flags[128];
     struct advise_traits t;
     struct advise_rec rec;
@@ -385,8 +400,6 @@ int bench_advise_main(int argc, char **argv)
     o.l.ledger = beside(o.l.httpd, "cabrank-ledger", ledger, sizeof(ledger));
     o.l.oltp_load = beside(o.l.httpd, "cabrank-oltp-load", oltp_load, sizeof(oltp_load));
     if (o.l.root == NULL) {
-        static char root[PATH_MAX + 8];
-
         snprintf(root, sizeof(root), "%s/www", dir);
         o.l.root = root;
     }
@@ -403,6 +416,8 @@ int bench_advise_main(int argc, char **argv)
         fflush(stdout);
         verify(&o, &rec);
     }
+    if (err != 0)
+        show_log(log);
     bench_workdir_remove(dir);
     return err == 0 ? 0 : 1;
 }
