@@ -57,6 +57,13 @@ struct bench_config;
 CR_MUST_CHECK int bench_line_server_start(const struct bench_options *o,
                                           const struct bench_config *c, struct bench_server *s);
 
+struct cr_server_config;
+
+/* The same under a configuration of the caller's (its listen address and log level are
+ * replaced: 127.0.0.1:0, warnings). 0 (s filled) or -errno. */
+CR_MUST_CHECK int bench_line_server_start_cfg(const struct cr_server_config *cfg,
+                                              struct bench_server *s);
+
 /* TERM, up to 5 s, then KILL to its whole process group; reaps it. NULL-safe, idempotent. */
 void bench_server_stop(struct bench_server *s);
 
@@ -169,6 +176,10 @@ struct bench_line_load {
     unsigned connections; /* 1..1024 */
     double seconds;
     double rate; /* open loop: requests per second over all connections; 0: closed loop */
+    /* A share of requests (0..1, spread evenly) is "SLEEP <sleep_ms>" instead of ECHO: a
+     * handler that blocks. 0: none. */
+    double sleep_share;
+    unsigned sleep_ms;
 };
 
 /*
@@ -180,6 +191,9 @@ struct bench_line_load {
  * warms up and is not counted. 0 or -errno (cannot connect).
  */
 CR_MUST_CHECK int bench_line_run(const struct bench_line_load *l, struct bench_load_result *r);
+
+/* Whether request number id of a load is a SLEEP, for a sleep_share of share. */
+bool bench_line_sleeps(uint64_t id, double share);
 
 /* The intervals of the pattern paper (load_intervals.c). */
 struct bench_interval_load {

@@ -20,8 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
-int bench_line_server_start(const struct bench_options *o, const struct bench_config *c,
-                            struct bench_server *s)
+/* Forks the line server under cfg (listen and the log level set here); 0 or -errno. */
+int bench_line_server_start_cfg(const struct cr_server_config *cfg_in, struct bench_server *s)
 {
     uint16_t port;
     int pfd[2];
@@ -36,18 +36,14 @@ int bench_line_server_start(const struct bench_options *o, const struct bench_co
         return -errno;
     }
     if (pid == 0) {
-        struct cr_server_config cfg = {
-            .model = c->model,
-            .listen = {"127.0.0.1:0"},
-            .threads = o->threads,
-            .max_connections = 4096,
-        };
+        struct cr_server_config cfg = *cfg_in;
         struct cr_test_svc line;
         struct cr_server *srv;
         char addr[64];
         const char *colon;
         int err;
 
+        cfg.listen[0] = "127.0.0.1:0";
         setsid();
         close(pfd[0]);
         err = bench_cores_enter_server();
@@ -55,21 +51,6 @@ int bench_line_server_start(const struct bench_options *o, const struct bench_co
             fprintf(stderr, "cabrank-bench: line server: pinning: %s\n", strerror(-err));
             _exit(1);
         }
-        if (strcmp(c->model, "lf") == 0 && c->option[0])
-            cfg.promotion = c->option;
-        if (strcmp(c->model, "lf") == 0 && c->defer)
-            cfg.promotion_delay_us = BENCH_DEFER_US;
-        if (strcmp(c->model, "proactor") == 0 && c->option[0])
-            cfg.dispatch = c->option;
-        if (strcmp(c->model, "prefork") == 0) {
-            cfg.workers = bench_options_prefork_workers(o);
-            cfg.max_workers = cfg.workers;
-            cfg.max_spare = cfg.workers;
-            if (c->option[0])
-                cfg.accept_lock = c->option;
-        }
-        if (strcmp(c->model, "forking") == 0)
-            cfg.max_workers = (int)bench_options_max_conc(o) + 8;
         cr_log_set_level(CR_LOG_WARN);
         err = cr_test_line_init(&line);
         if (err == 0) {
@@ -83,7 +64,7 @@ int bench_line_server_start(const struct bench_options *o, const struct bench_co
                 cr_test_svc_fini(&line);
         }
         if (err < 0) {
-            fprintf(stderr, "cabrank-bench: line server %s: %s\n", c->model, strerror(-err));
+            fprintf(stderr, "cabrank-bench: line server %s: %s\n", cfg.model, strerror(-err));
             _exit(1);
         }
         colon = strrchr(addr, ':');
@@ -106,4 +87,31 @@ int bench_line_server_start(const struct bench_options *o, const struct bench_co
     close(pfd[0]);
     s->port = port;
     return 0;
+}
+
+int bench_line_server_start(const struct bench_options *o, const struct bench_config *c,
+                            struct bench_server *s)
+{
+    struct cr_server_config cfg = {
+        .model = c->model,
+        .threads = o->threads,
+        .max_connections = 4096,
+    };
+
+    if (strcmp(c->model, "lf") == 0 && c->option[0])
+        cfg.promotion = c->option;
+    if (strcmp(c->model, "lf") == 0 && c->defer)
+        cfg.promotion_delay_us = BENCH_DEFER_US;
+    if (strcmp(c->model, "proactor") == 0 && c->option[0])
+        cfg.dispatch = c->option;
+    if (strcmp(c->model, "prefork") == 0) {
+        cfg.workers = bench_options_prefork_workers(o);
+        cfg.max_workers = cfg.workers;
+        cfg.max_spare = cfg.workers;
+        if (c->option[0])
+            cfg.accept_lock = c->option;
+    }
+    if (strcmp(c->model, "forking") == 0)
+        cfg.max_workers = (int)bench_options_max_conc(o) + 8;
+    return bench_line_server_start_cfg(&cfg, s);
 }

@@ -8,6 +8,7 @@
  * (coordinated omission). Waits use epoll_pwait2()'s nanosecond timeout so the generator
  * sleeps between sends rather than spinning on the cores the server needs.
  * Single-threaded; owns its connections for one run.
+ * A share of the requests may be "<id> SLEEP <ms>\n" instead: handlers that block.
  */
 #include "driver.h"
 
@@ -107,11 +108,21 @@ static void flush(struct run *r, struct line_conn *c, unsigned idx)
     update_interest(r, c, idx);
 }
 
+bool bench_line_sleeps(uint64_t id, double share)
+{
+    /* When the running count of sleepers, id * share, steps up: evenly spread. */
+    return share > 0 && (uint64_t)((double)(id + 1) * share) > (uint64_t)((double)id * share);
+}
+
 /* Queues one request due at due; false (an error counted) when the connection is full. */
 static bool queue_request(struct run *r, struct line_conn *c, unsigned idx, uint64_t due)
 {
     char req[48];
-    int len = snprintf(req, sizeof(req), "%llu ECHO ping\n", (unsigned long long)r->next_id++);
+    uint64_t id = r->next_id++;
+    bool sleeps = bench_line_sleeps(id, r->l->sleep_share);
+    int len = sleeps ? snprintf(req, sizeof(req), "%llu SLEEP %u\n", (unsigned long long)id,
+                                r->l->sleep_ms)
+                     : snprintf(req, sizeof(req), "%llu ECHO ping\n", (unsigned long long)id);
 
     if (c->fd < 0 || c->count == RING || c->out_used + (size_t)len > OUT_CAP) {
         if (due >= r->t_measure)

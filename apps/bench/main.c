@@ -21,6 +21,7 @@
  * measured so far are still reported.
  */
 
+#include "advise.h"
 #include "bench_options.h"
 #include "canned.h"
 #include "cores.h"
@@ -679,6 +680,8 @@ int main(int argc, char **argv)
     /* The hidden mode the lab starts its canned peers in (canned.h). */
     if (argc > 1 && strcmp(argv[1], "--canned") == 0)
         return bench_canned_main(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "advise") == 0)
+        return bench_advise_main(argc - 1, argv + 1);
     o.command = bench_options_command(argc, argv);
     bench_options_parse(&o, argc, argv);
     if (o.nconc == 0) {

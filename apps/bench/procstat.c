@@ -94,8 +94,10 @@ static void add_hwm(pid_t pid, struct bench_usage *u)
     while (fgets(line, sizeof(line), f) != NULL) {
         unsigned long long kb;
 
-        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) {
+        if (sscanf(line, "VmHWM: %llu kB", &kb) == 1)
             u->hwm_kb += kb;
+        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) {
+            u->rss_kb += kb;
             break;
         }
     }

@@ -5,6 +5,7 @@
  * (VmHWM) summed over the live processes; the CPU time also split into user and system time.
  * cabrank-bench and bench/pools take a reading before and after a load and divide the difference
  * by the requests served. Reads only; any thread.
+ * The current resident set (VmRSS) is summed likewise.
  */
 #ifndef CABRANK_BENCH_PROCSTAT_H
 #define CABRANK_BENCH_PROCSTAT_H
@@ -18,6 +19,7 @@ struct bench_usage {
     double sys_s;       /* of which in the kernel: stime, and reaped children's cstime */
     uint64_t ctxsw;     /* voluntary + involuntary context switches, live threads */
     uint64_t hwm_kb;    /* VmHWM summed over the live processes */
+    uint64_t rss_kb;    /* VmRSS now, summed likewise */
     unsigned processes; /* processes seen */
 };
 
