@@ -242,8 +242,10 @@ static int child_main(void *arg)
     struct cr__slot *slot = cr__scoreboard_slot(m->sb, sa->slot);
     struct cr__conn_config ccfg = m->env.conn;
     struct child_ctx cc = {.slot = slot};
+    bool timeline = m->env.cfg->timeline_events != CR_SERVER_TIMELINE_OFF;
     struct cr_conn *c;
     uint64_t outer;
+    uint64_t now;
     int err;
 
     child_close_model_fds(m, sa->fd);
@@ -261,10 +263,16 @@ static int child_main(void *arg)
     ccfg.requests = &m->totals->requests;
     ccfg.on_request = on_child_request;
     ccfg.on_request_arg = &cc;
-    __atomic_store_n(&slot->busy_since_ns, cr_clock_now_ns(), __ATOMIC_RELAXED);
+    now = cr_clock_now_ns();
+    __atomic_store_n(&slot->busy_since_ns, now, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->busy_threads, 1u, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->connections, (uint64_t)1, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->state, (int)CR_WORKER_BUSY, __ATOMIC_RELAXED);
+    if (timeline) {
+        /* Its lane: busy from here to the end of its connection. */
+        cr__slot_timeline_start(slot);
+        cr__slot_timeline_note(slot, now, CR_WORKER_BUSY);
+    }
     /* The connection arrived at the accept, not after the fork: the
      * service's timeouts (a header timeout) count from there. */
     outer = cr__clock_event_enter(sa->accepted_ns);
@@ -280,6 +288,8 @@ static int child_main(void *arg)
     /* err < 0: the service refused the connection (fd closed); not a crash. */
     __atomic_store_n(&slot->busy_threads, 0u, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->state, (int)CR_WORKER_STOPPING, __ATOMIC_RELAXED);
+    if (timeline)
+        cr__slot_timeline_note(slot, cr_clock_now_ns(), CR_WORKER_STOPPING);
     if (svc->process_exit != NULL)
         svc->process_exit(svc->ctx);
     return 0;
@@ -684,6 +694,11 @@ static unsigned forking_scoreboard(const struct cr_model *m, struct cr_scoreboar
     return cr__scoreboard_copy(m->sb, e, max);
 }
 
+static int forking_timeline(const struct cr_model *m, struct cr_timeline_view *v, uint64_t since_ns)
+{
+    return cr__scoreboard_timeline(m->sb, v, since_ns);
+}
+
 /* Each child is a fresh fork: nothing to restart. */
 static int forking_restart(struct cr_model *m)
 {
@@ -701,4 +716,5 @@ const struct cr_model_ops cr__model_forking_ops = {
     .stats = forking_stats,
     .restart = forking_restart,
     .scoreboard = forking_scoreboard,
+    .timeline = forking_timeline,
 };

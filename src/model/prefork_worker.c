@@ -158,8 +158,7 @@ static void publish_state(struct wproc *w)
         /* A reading per change of the process's state (per connection, not
          * per request): the coarse clock, which would cost none, lags by
          * ticks on a tickless kernel. */
-        cr__timeline_write(&s->tl_head, s->tl_ev, CR__SLOT_EVENTS - 1, cr_clock_now_ns(), (int)st,
-                           -1);
+        cr__slot_timeline_note(s, cr_clock_now_ns(), (int)st);
         w->tl_state = (int)st;
     }
 }
@@ -647,7 +646,7 @@ int cr__prefork_worker_main(const struct cr__prefork_pool *pool, unsigned slot, 
      * the slot must name its process before it shows any state of ours. */
     __atomic_store_n(&w->slot->pid, (int)getpid(), __ATOMIC_RELAXED);
     /* The slot's timeline lane is this worker's from here on. */
-    __atomic_store_n(&w->slot->tl_head, 0, __ATOMIC_RELEASE);
+    cr__slot_timeline_start(w->slot);
     w->tl_state = -1;
     w->nthreads = pool->cfg->threads > 0 ? (unsigned)pool->cfg->threads : 1;
     w->epfd = -1;

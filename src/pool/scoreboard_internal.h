@@ -118,6 +118,22 @@ void cr__scoreboard_stats(struct cr__scoreboard *sb, struct cr_server_stats *st)
 /* Counts slots of generation gen in state (e.g. idle workers now). */
 unsigned cr__scoreboard_count(struct cr__scoreboard *sb, unsigned gen, enum cr_worker_state st);
 
+/* The slot's timeline lane belongs to the calling worker from now on.
+ * The worker only. */
+static inline void cr__slot_timeline_start(struct cr__slot *s)
+{
+    /* Release: a reader that sees the count restart sees none of the old
+     * events as new ones. */
+    __atomic_store_n(&s->tl_head, 0, __ATOMIC_RELEASE);
+}
+
+/* Records on the slot's lane that its worker went into state at now (a
+ * cr_clock_now_ns() reading). The worker only. */
+static inline void cr__slot_timeline_note(struct cr__slot *s, uint64_t now, int state)
+{
+    cr__timeline_write(&s->tl_head, s->tl_ev, CR__SLOT_EVENTS - 1, now, state, -1);
+}
+
 /* The role (role.h) a worker's state stands for in cr_server_stats: IDLE
  * a follower, LISTENING the leader, BUSY processing. Thread-safe. */
 enum cr_role cr__scoreboard_role(int state);

@@ -22,13 +22,14 @@
 
 static unsigned char mid[MIDSIZE];
 
-/* The lanes' names under each model (forking keeps none). */
+/* The lanes' names under each model. */
 static const char *lane_prefix(const char *model)
 {
     static const char *const names[][2] = {
         {"lf", "\"name\":\"lf "},          {"hshr", "\"name\":\"hshr "},
         {"reactor", "\"name\":\"reactor"}, {"tpc", "\"name\":\"tpc "},
         {"prefork", "\"name\":\"pid "},    {"proactor", "\"name\":\"proactor "},
+        {"forking", "\"name\":\"pid "},
     };
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

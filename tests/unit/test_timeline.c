@@ -5,7 +5,8 @@
  * lanes and shapes the papers describe: under lf with eager promotion the
  * leadership passes from thread to thread (promotions with a from lane),
  * under hshr a listener lane hands work to worker lanes, under prefork one
- * lane per worker process, under the proactor completions dispatched; and a
+ * lane per worker process, under forking one per child, under the proactor
+ * completions dispatched; and a
  * timeline turned off records nothing.
  */
 #include <cabrank/clock.h>
@@ -325,6 +326,38 @@ START_TEST(prefork_has_a_lane_per_worker_process)
 }
 END_TEST
 
+/* Forking: a lane per child, busy while it serves its one connection. */
+START_TEST(forking_has_a_lane_per_child)
+{
+    struct cr_server_config cfg = {.model = "forking"};
+    struct cr_test_client cl[2];
+    char reply[64];
+    struct run x;
+    struct cr_timeline_view *v;
+    unsigned busy = 0;
+
+    run_start(&x, cfg);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(cr_test_client_open(&cl[i], x.port), 0);
+        ck_assert_int_gt(
+            cr_test_client_request(&cl[i], "1 ECHO hi", reply, sizeof(reply), cr_test_tmo(5000)),
+            0);
+    }
+    v = read_view(&x);
+    ck_assert_uint_eq(v->nlanes, 2);
+    for (unsigned i = 0; i < v->nlanes; i++) {
+        ck_assert_msg(has_prefix(v->lanes[i].name, "pid "), "%s", v->lanes[i].name);
+        ck_assert_int_eq(v->lanes[i].kind, CR_TIMELINE_PROCESS);
+        busy += count_state(&v->lanes[i], CR_WORKER_BUSY, NULL);
+    }
+    ck_assert_uint_eq(busy, 2);
+    cr_timeline_view_free(v);
+    for (int i = 0; i < 2; i++)
+        cr_test_client_close(&cl[i]);
+    run_stop(&x);
+}
+END_TEST
+
 /* The Proactor: each completion dispatched is a PROCESSING point. */
 START_TEST(proactor_shows_completions_dispatched)
 {
@@ -401,6 +434,7 @@ Suite *timeline_suite(void)
     tcase_add_test(tc, lf_promotes_a_follower_for_every_burst);
     tcase_add_test(tc, hshr_shows_the_listener_handing_jobs_to_workers);
     tcase_add_test(tc, prefork_has_a_lane_per_worker_process);
+    tcase_add_test(tc, forking_has_a_lane_per_child);
     tcase_add_test(tc, proactor_shows_completions_dispatched);
     tcase_add_test(tc, reactor_and_tpc_have_their_lanes);
     tcase_add_test(tc, a_timeline_turned_off_records_nothing);
