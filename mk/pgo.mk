@@ -33,7 +33,9 @@ $(BUILD)/tools/%: $(OBJ_release)/tools/%.o $(BUILD)/libapps.a $(BUILD)/libcabran
 ifeq ($(PGO),1)
 # Rebuilt whenever the plain build changes: the instrumented build, its training,
 # then its objects removed, so that the pgo rules build them again from the
-# profile beside them.
+# profile beside them. The generated headers (gen/) stay: make decided before
+# this recipe ran that they are up to date, and an object built without one
+# would be built again by the next make (make install, which must build nothing).
 PGO_STAMP := $(OBJ_pgo)/trained.stamp
 $(PGO_STAMP): $(OBJ_release)/cabrank-httpd $(BUILD)/tools/pgo_train
 	rm -rf $(OBJ_pgo)
@@ -41,7 +43,7 @@ $(PGO_STAMP): $(OBJ_release)/cabrank-httpd $(BUILD)/tools/pgo_train
 	CR_BUILD_DIR=$(OUT_pgo) $(BUILD)/tools/pgo_train
 	@find $(OBJ_pgo) -name '*.gcda' | grep -q . || \
 	  { echo "no profile in $(OBJ_pgo); make PGO=0 builds without one" >&2; exit 1; }
-	find $(OBJ_pgo) -type f ! -name '*.gcda' -delete
+	find $(OBJ_pgo) -type f ! -name '*.gcda' ! -path '$(OBJ_pgo)/gen/*' -delete
 	@touch $@
 ifneq ($(PGO_STAGE),gen)
 $(patsubst %.c,$(OBJ_pgo)/%.o,$(LIB_SRCS) $(APP_LIB_SRCS) apps/httpd/main.c): \

@@ -74,9 +74,9 @@ void status_conn_request(struct status *st, struct status_conn *sc, const char *
     char version[] = " HTTP/1.x";
     size_t n = 0;
 
-    /* Put together before the lock, only copied under it; by copies, not
-     * snprintf, which cost a thousand instructions a request (callgrind,
-     * bench/httpd_instructions.sh). */
+    /* Put together before the lock, only copied under it; by copies: a
+     * format string would be most of what the registry costs a request
+     * (docs/httpd.md, "The status page"). */
     version[sizeof(version) - 2] = (char)('0' + (minor >= 0 && minor <= 9 ? minor : 1));
     append(line, &n, method, method_len);
     append(line, &n, " ", 1);

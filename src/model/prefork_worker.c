@@ -155,9 +155,9 @@ static void publish_state(struct wproc *w)
      * cr__scoreboard_copy) sees the pid stored at the worker's start. */
     __atomic_store_n(&s->state, (int)st, __ATOMIC_RELEASE);
     if (w->pool->cfg->timeline_events != CR_SERVER_TIMELINE_OFF && (int)st != w->tl_state) {
-        /* A reading per change of the process's state (per connection, not
-         * per request): the coarse clock, which would cost none, lags by
-         * ticks on a tickless kernel. */
+        /* A reading per change of the process's state: per connection,
+         * not per request (docs/design/timeline.md says why not the
+         * coarse clock). */
         cr__slot_timeline_note(s, cr_clock_now_ns(), (int)st);
         w->tl_state = (int)st;
     }
