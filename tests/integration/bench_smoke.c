@@ -50,13 +50,18 @@ struct tally {
     int all;
 };
 
-/* The noise columns of a row: numbers in range, the flag as the shares and --noise-max say. */
+/* The noise columns of a row: numbers in range, the flag as the shares and --noise-max say. An
+ * interval point (20 sequential clients) may end within one tick of /proc/stat, on a quiet
+ * machine: its share during is then not measured (empty), which only it may be. */
 static void check_noise(char **f, double max)
 {
     double load = cr_test_number(f[18]);
     double before = cr_test_number(f[19]);
     double during = cr_test_number(f[20]);
+    bool unmeasured = f[20][0] == '\0' && strncmp(f[0], "interval", 8) == 0;
 
+    if (unmeasured)
+        during = 0;
     if (!(load >= 0) || !(before >= 0 && before <= 1) || !(during >= 0 && during <= 1))
         bl_fail("%s %s: loadavg '%s' other before '%s' during '%s'", f[0], f[2], f[18], f[19],
                 f[20]);
