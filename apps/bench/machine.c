@@ -95,25 +95,12 @@ int bench_noise_judge(double before, double during, double max)
 
 /* ------------------------------------------------------------------------------ readings */
 
-static bool read_text(const char *path, char *buf, size_t cap)
-{
-    FILE *f = fopen(path, "r");
-    size_t n;
-
-    if (f == NULL)
-        return false;
-    n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return n > 0;
-}
-
 static bool read_times(struct bench_cpu_times *t)
 {
     /* The aggregate line comes first: its start is all that is needed. */
     char buf[512];
 
-    return read_text("/proc/stat", buf, sizeof(buf)) && bench_cpu_times_parse(buf, t) == 0;
+    return bench_read_small("/proc/stat", buf, sizeof(buf)) && bench_cpu_times_parse(buf, t) == 0;
 }
 
 static double tv_s(const struct timeval *tv)
@@ -147,7 +134,8 @@ void bench_noise_start(struct bench_noise *n, pid_t server, double sample_s)
 
     n->loadavg = NAN;
     n->before = NAN;
-    if (read_text("/proc/loadavg", buf, sizeof(buf)) && bench_loadavg_parse(buf, &n->loadavg) < 0)
+    if (bench_read_small("/proc/loadavg", buf, sizeof(buf)) &&
+        bench_loadavg_parse(buf, &n->loadavg) < 0)
         n->loadavg = NAN;
     n->ok = read_times(&n->times);
     n->ours_s = ours_s();

@@ -15,8 +15,7 @@
 
 #define MAX_DEPTH 4 /* server -> manager -> worker -> helper, with room */
 
-/* Reads a small /proc file whole into buf (NUL-terminated); false when it is gone. */
-static bool read_small(const char *path, char *buf, size_t cap)
+bool bench_read_small(const char *path, char *buf, size_t cap)
 {
     FILE *f = fopen(path, "r");
     size_t n;
@@ -129,7 +128,7 @@ static void add_process(pid_t pid, struct bench_usage *u, int depth, double tick
         char buf[1024];
         struct stat_times t;
 
-        if (read_small(path, buf, sizeof(buf)) && stat_times(buf, &t)) {
+        if (bench_read_small(path, buf, sizeof(buf)) && stat_times(buf, &t)) {
             u->cpu_s += (double)(t.cutime + t.cstime) / tick;
             u->user_s += (double)t.utime / tick + (double)t.cutime / tick;
             u->sys_s += (double)t.stime / tick + (double)t.cstime / tick;

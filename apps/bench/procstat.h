@@ -10,6 +10,8 @@
 #ifndef CABRANK_BENCH_PROCSTAT_H
 #define CABRANK_BENCH_PROCSTAT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -33,5 +35,9 @@ struct bench_usage {
  * (a process that ran between ticks shows all its time as user). Thread-safe.
  */
 void bench_usage_read(pid_t root, struct bench_usage *u);
+
+/* Reads a small /proc file whole into buf (NUL-terminated); false when it is gone or
+ * empty. Thread-safe. */
+bool bench_read_small(const char *path, char *buf, size_t cap);
 
 #endif /* CABRANK_BENCH_PROCSTAT_H */

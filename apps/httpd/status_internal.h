@@ -102,7 +102,7 @@ double status_ago_s(const struct snapshot *sn, uint64_t real_ns);
 void status_render_set_threads(struct sbuf *b, const struct snapshot *sn, unsigned g,
                                const char *sep);
 
-/* "2026-11-28T04:17:30Z" of a wall-clock time, into buf (>= 24 bytes). */
+/* "YYYY-MM-DDThh:mm:ssZ" (UTC) of a wall-clock time, into buf (>= 24 bytes). */
 void status_iso8601(uint64_t real_ns, char *buf, size_t cap);
 
 /* The renderers. */
