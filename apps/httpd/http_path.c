@@ -80,6 +80,26 @@ static ssize_t skip_absolute_form(const char *t, size_t len)
     return (ssize_t)i;
 }
 
+bool http_query_param(const char *q, size_t len, const char *key, const char **val, size_t *val_len)
+{
+    size_t klen = strlen(key);
+    bool found = false;
+    size_t i = 0;
+
+    while (q != NULL && i < len) {
+        const char *amp = memchr(q + i, '&', len - i);
+        size_t end = amp != NULL ? (size_t)(amp - q) : len;
+
+        if (end - i > klen && memcmp(q + i, key, klen) == 0 && q[i + klen] == '=') {
+            *val = q + i + klen + 1;
+            *val_len = end - i - klen - 1;
+            found = true;
+        }
+        i = end + 1;
+    }
+    return found;
+}
+
 int http_path_normalize(const char *target, size_t len, char *out, size_t out_cap,
                         struct http_path *res)
 {

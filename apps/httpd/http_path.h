@@ -84,6 +84,12 @@ CR_MUST_CHECK ssize_t http_path_encode(const char *path, size_t len, char *out, 
 CR_MUST_CHECK int http_path_open(int root_fd, const char *path, bool follow_outside_symlinks,
                                  int *fd_out, struct stat *st_out);
 
+/* The value of the last "key=value" among the &-separated parameters of a raw
+ * (undecoded) query q[0..len): *val points into q, *val_len its length. false
+ * when key is not there. Thread-safe. */
+bool http_query_param(const char *q, size_t len, const char *key, const char **val,
+                      size_t *val_len);
+
 /* For tests: false makes http_path_open() use the component walk even where openat2 exists.
  * Thread-safe (an atomic flag), but meant to be set before serving. */
 void http_path_set_use_openat2(bool use);

@@ -133,34 +133,20 @@ static const char metrics_path[] = "/metrics";
  */
 static int status_format(const char *path, size_t path_len, const char *q, size_t len)
 {
-    static const char key[] = "format=";
     static const char *const names[] = {
         [STATUS_HTML] = "html", [STATUS_JSON] = "json", [STATUS_PROMETHEUS] = "prometheus"};
-    size_t klen = sizeof(key) - 1;
-    int f = STATUS_HTML;
-    size_t i = 0;
+    const char *v;
+    size_t vlen;
 
     if (path_len == sizeof(metrics_path) - 1 && memcmp(path, metrics_path, path_len) == 0)
         return STATUS_PROMETHEUS;
-    while (q != NULL && i < len) {
-        const char *amp = memchr(q + i, '&', len - i);
-        size_t end = amp != NULL ? (size_t)(amp - q) : len;
-
-        if (end - i >= klen && memcmp(q + i, key, klen) == 0) {
-            const char *v = q + i + klen;
-            size_t vlen = end - i - klen;
-
-            f = -1;
-            for (unsigned k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
-                if (vlen == strlen(names[k]) && memcmp(v, names[k], vlen) == 0)
-                    f = (int)k;
-            }
-            if (f < 0)
-                return -1;
-        }
-        i = end + 1;
+    if (!http_query_param(q, len, "format", &v, &vlen))
+        return STATUS_HTML;
+    for (unsigned k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+        if (vlen == strlen(names[k]) && memcmp(v, names[k], vlen) == 0)
+            return (int)k;
     }
-    return f;
+    return -1;
 }
 
 /* Whether path (normalized, len bytes) is the status page's or the metrics'. */

@@ -8,6 +8,8 @@
  */
 #include "status_timeline.h"
 
+#include "http_path.h"
+
 #include <cabrank/clock.h>
 #include <cabrank/server.h>
 #include <cabrank/timeline.h>
@@ -16,33 +18,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The window asked for in query ("window=<ms>" among &-separated
- * parameters), clamped; the default without one; -1 when not a number. */
+/* The window asked for in query ("window=<ms>", the last one given),
+ * clamped; the default without one; -1 when not a number. */
 static long parse_window(const char *q, size_t len)
 {
-    static const char key[] = "window=";
-    size_t i = 0;
+    unsigned long v = 0;
+    const char *s;
+    size_t n;
 
-    while (q != NULL && i < len) {
-        const char *amp = memchr(q + i, '&', len - i);
-        size_t end = amp != NULL ? (size_t)(amp - q) : len;
-
-        if (end - i > sizeof(key) - 1 && memcmp(q + i, key, sizeof(key) - 1) == 0) {
-            unsigned long v = 0;
-
-            for (size_t k = i + sizeof(key) - 1; k < end; k++) {
-                if (q[k] < '0' || q[k] > '9')
-                    return -1;
-                if (v <= STATUS_TIMELINE_WINDOW_MAX_MS) /* stays far from overflow */
-                    v = v * 10 + (unsigned long)(q[k] - '0');
-            }
-            if (v < STATUS_TIMELINE_WINDOW_MIN_MS)
-                v = STATUS_TIMELINE_WINDOW_MIN_MS;
-            return v > STATUS_TIMELINE_WINDOW_MAX_MS ? STATUS_TIMELINE_WINDOW_MAX_MS : (long)v;
-        }
-        i = end + 1;
+    if (!http_query_param(q, len, "window", &s, &n))
+        return STATUS_TIMELINE_WINDOW_MS;
+    if (n == 0)
+        return -1;
+    for (size_t k = 0; k < n; k++) {
+        if (s[k] < '0' || s[k] > '9')
+            return -1;
+        if (v <= STATUS_TIMELINE_WINDOW_MAX_MS) /* stays far from overflow */
+            v = v * 10 + (unsigned long)(s[k] - '0');
     }
-    return STATUS_TIMELINE_WINDOW_MS;
+    if (v < STATUS_TIMELINE_WINDOW_MIN_MS)
+        v = STATUS_TIMELINE_WINDOW_MIN_MS;
+    return v > STATUS_TIMELINE_WINDOW_MAX_MS ? STATUS_TIMELINE_WINDOW_MAX_MS : (long)v;
 }
 
 static void write_names(FILE *f, const char *(*name)(int), int count)

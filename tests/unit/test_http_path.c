@@ -417,6 +417,28 @@ START_TEST(walk_refuses_dotdot_symlinks_that_climb_out)
 }
 END_TEST
 
+/* A query parameter: the last one of its name, its value raw; a longer name
+ * with the same start, a name without '=' and an absent one do not match. */
+START_TEST(query_param_finds_the_last_value_of_its_name)
+{
+    static const char q[] = "formats=x&format&format=json&window=5&format=html";
+    const char *v = NULL;
+    size_t n = 0;
+
+    ck_assert(http_query_param(q, sizeof(q) - 1, "format", &v, &n));
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(memcmp(v, "html", 4), 0);
+    ck_assert(http_query_param(q, sizeof(q) - 1, "window", &v, &n));
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(v[0], '5');
+    ck_assert(!http_query_param(q, sizeof(q) - 1, "form", &v, &n));
+    ck_assert(!http_query_param(q, 9, "format", &v, &n)); /* "formats=x" alone */
+    ck_assert(!http_query_param(NULL, 0, "format", &v, &n));
+    ck_assert(http_query_param("a=", 2, "a", &v, &n));
+    ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
 Suite *http_path_suite(void);
 Suite *http_path_suite(void)
 {
@@ -429,6 +451,7 @@ Suite *http_path_suite(void)
                         (int)(sizeof(cases) / sizeof(cases[0])));
     tcase_add_test(tc, empty_target_is_malformed);
     tcase_add_test(tc, returns_the_query_without_the_question_mark);
+    tcase_add_test(tc, query_param_finds_the_last_value_of_its_name);
     tcase_add_test(tc, output_bound_is_exact_and_counts_every_step);
     tcase_add_test(tc, long_paths_fit_http_path_max);
     tcase_add_test(tc, encode_escapes_what_would_read_as_syntax);
